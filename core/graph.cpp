@@ -1,0 +1,214 @@
+#include "core/graph.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lnv {
+namespace {
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string node_where(const Graph& g, size_t i) {
+  return "/nodes/" + std::to_string(i) + " (node '" + g.nodes[i].name + "')";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> Node::param_attrs() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const char* attr, const std::string& v) {
+    if (!v.empty()) out.emplace_back(attr, v);
+  };
+  add("weight", weight);
+  add("bias", bias);
+  add("weight_ih", weight_ih);
+  add("weight_hh", weight_hh);
+  add("wq", wq);
+  add("wk", wk);
+  add("wv", wv);
+  add("wo", wo);
+  add("bq", bq);
+  add("bk", bk);
+  add("bv", bv);
+  add("bo", bo);
+  if (norm) {
+    add("norm/weight", norm->weight);
+    add("norm/bias", norm->bias);
+  }
+  return out;
+}
+
+void Graph::finalize() {
+  finalized_ = false;
+  index_.clear();
+  auto declare = [&](const std::string& n, ValueRef r, const std::string& where) {
+    if (!valid_name(n))
+      throw ModelError(where, "invalid name '" + n +
+                                  "' (use letters, digits and _ . : / - only, not empty)");
+    if (!index_.emplace(n, r).second) throw ModelError(where, "duplicate name '" + n + "'");
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string where = "/inputs/" + std::to_string(i);
+    declare(inputs[i].name, {ValueRef::Kind::input, int32_t(i)}, where + "/name");
+    for (int64_t d : inputs[i].shape)
+      if (d <= 0) throw ModelError(where + "/shape", "dimensions must be positive");
+    if (inputs[i].dtype == DType::index && inputs[i].range <= 0)
+      throw ModelError(where + "/range", "an index input needs a positive range");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string where = "/params/" + std::to_string(i);
+    const Param& p = params[i];
+    declare(p.name, {ValueRef::Kind::param, int32_t(i)}, where + "/name");
+    for (int64_t d : p.shape)
+      if (d <= 0) throw ModelError(where + "/shape", "dimensions must be positive");
+    if (static_cast<int64_t>(p.values.size()) != numel(p.shape))
+      throw ModelError(where, "param '" + p.name + "' has " + std::to_string(p.values.size()) +
+                                  " values but shape " + to_string(p.shape) + " needs " +
+                                  std::to_string(numel(p.shape)));
+    for (size_t k = 0; k < p.values.size(); ++k)
+      if (!std::isfinite(p.values[k]))
+        throw ModelError(where, "param '" + p.name + "' has a non-finite value (" +
+                                    std::to_string(p.values[k]) + ") at flat index " +
+                                    std::to_string(k));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    declare(nodes[i].name, {ValueRef::Kind::node, int32_t(i)}, node_where(*this, i) + "/name");
+
+  // Resolve inputs and param attributes; check arity.
+  node_inputs.assign(nodes.size(), {});
+  std::vector<std::vector<int32_t>> preds(nodes.size());
+  consumers.assign(nodes.size(), {});
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const OpInfo& info = op_info(n.op);
+    const int count = static_cast<int>(n.inputs.size());
+    if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
+      throw ModelError(node_where(*this, i) + "/inputs",
+                       std::string(info.name) + " takes " +
+                           (info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+                            : info.min_inputs == info.max_inputs
+                                ? std::to_string(info.min_inputs)
+                                : std::to_string(info.min_inputs) + " to " +
+                                      std::to_string(info.max_inputs)) +
+                           " inputs, got " + std::to_string(count));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      auto it = index_.find(n.inputs[k]);
+      if (it == index_.end())
+        throw ModelError(node_where(*this, i) + "/inputs/" + std::to_string(k),
+                         "unknown name '" + n.inputs[k] + "'");
+      node_inputs[i].push_back(it->second);
+      if (it->second.kind == ValueRef::Kind::node) {
+        preds[i].push_back(it->second.index);
+        consumers[it->second.index].push_back(int32_t(i));
+      }
+    }
+    for (const auto& [attr, pname] : n.param_attrs()) {
+      auto it = index_.find(pname);
+      if (it == index_.end() || it->second.kind != ValueRef::Kind::param)
+        throw ModelError(node_where(*this, i) + "/" + attr,
+                         "'" + pname + "' is not a param of the model");
+    }
+  }
+
+  // Topological order (Kahn); what is left over lies on a cycle.
+  order.clear();
+  std::vector<int> indegree(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) indegree[i] = static_cast<int>(preds[i].size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (indegree[i] == 0) order.push_back(int32_t(i));
+  for (size_t head = 0; head < order.size(); ++head)
+    for (int32_t c : consumers[order[head]])
+      if (--indegree[c] == 0) order.push_back(c);
+  if (order.size() != nodes.size()) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (indegree[i] > 0)
+        throw ModelError(node_where(*this, i),
+                         "the graph has a cycle through node '" + nodes[i].name + "'");
+  }
+
+  node_shapes.assign(nodes.size(), {});
+  for (int32_t i : order) {
+    std::vector<Shape> in;
+    for (const ValueRef& r : node_inputs[i]) in.push_back(shape_of(r));
+    try {
+      node_shapes[i] = infer_shape(*this, nodes[i], in);
+    } catch (const ModelError& e) {
+      if (e.where().rfind("/nodes/", 0) == 0) throw;
+      throw ModelError(node_where(*this, i), e.what());
+    }
+  }
+
+  if (outputs.empty()) throw ModelError("/outputs", "a model needs at least one output");
+  output_refs.clear();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = index_.find(outputs[k]);
+    if (it == index_.end())
+      throw ModelError("/outputs/" + std::to_string(k), "unknown name '" + outputs[k] + "'");
+    output_refs.push_back(it->second);
+  }
+  finalized_ = true;
+}
+
+const ValueRef& Graph::ref(const std::string& n) const {
+  auto it = index_.find(n);
+  if (it == index_.end()) throw ModelError("", "unknown name '" + n + "'");
+  return it->second;
+}
+
+int Graph::param_index(const std::string& n) const {
+  if (n.empty()) return -1;
+  const ValueRef& r = ref(n);
+  if (r.kind != ValueRef::Kind::param) throw ModelError("", "'" + n + "' is not a param");
+  return r.index;
+}
+
+int Graph::node_index(const std::string& n) const {
+  const ValueRef& r = ref(n);
+  if (r.kind != ValueRef::Kind::node) throw ModelError("", "'" + n + "' is not a node");
+  return r.index;
+}
+
+const Shape& Graph::shape_of(const ValueRef& r) const {
+  switch (r.kind) {
+    case ValueRef::Kind::input: return inputs[r.index].shape;
+    case ValueRef::Kind::param: return params[r.index].shape;
+    case ValueRef::Kind::node: return node_shapes[r.index];
+  }
+  throw InternalError("bad ValueRef kind");
+}
+
+std::vector<double> effective_values(const Param& p) {
+  if (p.center_axes.empty()) return p.values;
+  // Center over center_axes: subtract the mean of each fiber spanned by those axes.
+  const Shape& s = p.shape;
+  const auto st = strides_of(s);
+  std::vector<bool> centered(s.size(), false);
+  for (int64_t a : p.center_axes) centered[a] = true;
+  int64_t group = 1;
+  for (size_t a = 0; a < s.size(); ++a)
+    if (centered[a]) group *= s[a];
+  std::vector<double> sums(p.values.size() / group, 0.0);
+  auto key_of = [&](int64_t flat) {
+    int64_t key = 0;
+    for (size_t a = 0; a < s.size(); ++a) {
+      int64_t c = (flat / st[a]) % s[a];
+      if (!centered[a]) key = key * s[a] + c;
+    }
+    return key;
+  };
+  for (int64_t f = 0; f < int64_t(p.values.size()); ++f) sums[key_of(f)] += p.values[f];
+  std::vector<double> out(p.values);
+  for (int64_t f = 0; f < int64_t(out.size()); ++f) out[f] -= sums[key_of(f)] / double(group);
+  return out;
+}
+
+}  // namespace lnv

@@ -1,0 +1,146 @@
+// The in-memory model: MODEL_FORMAT.md v1 as typed C++ data.
+//
+// A Graph is built by the loader (core/model_json.h), by generators and builders, or by
+// the rewrite. `finalize()` validates it (names, references, arity, acyclicity, shapes,
+// finite param values) and fills the derived fields; everything downstream (evaluators,
+// analysis, rewrite, engines) takes a finalized Graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/ops.h"
+#include "core/shape.h"
+
+namespace lnv {
+
+enum class DType { float_, index };
+
+struct Input {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::float_;
+  int64_t range = 0;  // index inputs: ids in [0, range)
+};
+
+struct InitSpec {
+  std::string dist = "normal";  // "normal" | "uniform"
+  double mean = 0.0, std = 1.0;
+  double low = 0.0, high = 1.0;
+};
+
+struct FileSpec {
+  std::string path;  // as written in the model file, relative to the model's directory
+  std::string key;
+};
+
+enum class ParamSource { data, init, file };
+
+struct Param {
+  std::string name;
+  Shape shape;
+  std::vector<double> values;  // always materialized (row-major), finite
+  ParamSource source = ParamSource::data;  // how it is written back on save
+  InitSpec init;
+  FileSpec file;
+  // Non-empty: the effective value is `values` centered over these (normalized) axes.
+  // Set by the inference rewrite so that the exact evaluators center in their own
+  // precision; saving materializes the centered values in double (and drops this).
+  Axes center_axes;
+};
+
+// The norm inside an `rnn` (a LayerNorm over H, or an RMSNorm after a rewrite).
+struct RnnNorm {
+  Op kind = Op::layer_norm;  // layer_norm | rms_norm
+  double eps = 1e-5;
+  std::string weight, bias;  // param names, empty when absent
+};
+
+struct Node {
+  std::string name;
+  Op op = Op::add;
+  std::vector<std::string> inputs;
+
+  // Params named by attributes (empty string: absent).
+  std::string weight, bias;                    // linear, conv*, embedding, norms; rnn bias
+  std::string weight_ih, weight_hh;            // rnn
+  std::string wq, wk, wv, wo, bq, bk, bv, bo;  // attention
+  bool cbwc = false;
+
+  Axes axes;              // mean, max, center, layer_norm, rms_norm (as written)
+  bool keepdims = false;  // mean, max
+  double eps = 1e-5;      // layer_norm, rms_norm
+  double factor = 1.0;    // scale
+  double p = 0.0;         // dropout
+  int64_t axis = 0;       // softmax, concat (as written, may be negative)
+  std::vector<int64_t> perm;  // transpose
+  Shape shape;                // reshape target (one entry may be -1)
+  // conv: one entry (applies to every spatial axis) or one per spatial axis.
+  std::vector<int64_t> stride{1}, padding{0}, dilation{1};
+  int64_t groups = 1;
+  int64_t heads = 1;  // attention
+  bool causal = false;
+  bool transpose_b = false;  // matmul
+  std::string activation = "tanh";  // rnn
+  std::optional<RnnNorm> norm;      // rnn
+
+  // Every (attribute name, param name) this node references, in a fixed order.
+  std::vector<std::pair<std::string, std::string>> param_attrs() const;
+};
+
+// Where a name points.
+struct ValueRef {
+  enum class Kind : uint8_t { input, param, node } kind = Kind::node;
+  int32_t index = -1;
+  bool operator==(const ValueRef&) const = default;
+};
+
+class Graph {
+ public:
+  // --- the model, as in MODEL_FORMAT.md ---
+  std::string name;
+  uint64_t seed = 0;
+  nlohmann::json meta;  // null when absent
+  std::vector<Input> inputs;
+  std::vector<Param> params;
+  std::vector<Node> nodes;  // in file order
+  std::vector<std::string> outputs;
+  std::string base_dir;  // directory of the model file, for `file` params ("" = cwd)
+
+  // Validates the graph and fills the derived fields below. Throws ModelError naming
+  // the JSON path ("/nodes/3/inputs/1") or the node.
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  // --- derived by finalize() ---
+  const ValueRef& ref(const std::string& name) const;  // throws ModelError if unknown
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+  int param_index(const std::string& name) const;  // -1 for "" ; throws if not a param
+  int node_index(const std::string& name) const;   // throws if not a node
+  const Shape& shape_of(const ValueRef& r) const;
+  const Shape& shape_of(const std::string& name) const { return shape_of(ref(name)); }
+
+  std::vector<int32_t> order;                       // node indices, topological
+  std::vector<std::vector<ValueRef>> node_inputs;   // per node, its inputs resolved
+  std::vector<Shape> node_shapes;                   // per node, inferred output shape
+  std::vector<ValueRef> output_refs;                // per graph output
+  std::vector<std::vector<int32_t>> consumers;      // per node: nodes reading it
+
+ private:
+  bool finalized_ = false;
+  std::unordered_map<std::string, ValueRef> index_;
+};
+
+// Shape rule of one node given its resolved input shapes (core/shape_infer.cpp). Throws
+// ModelError naming the node and what was expected.
+Shape infer_shape(const Graph& g, const Node& node, const std::vector<Shape>& input_shapes);
+
+// Effective value of a param: its values, centered over `center_axes` when set.
+std::vector<double> effective_values(const Param& p);
+
+}  // namespace lnv
