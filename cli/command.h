@@ -1,0 +1,41 @@
+// Subcommands of the `lnverify` executable register themselves here, one file each
+// (cli/cmd_<name>.cpp), so that adding a command is adding one file.
+//
+// A command's `setup` adds its options to the CLI11 subcommand and returns the action to
+// run after parsing. The action returns the process exit code. Errors are thrown:
+// ModelError (bad input) exits 2 with its message; InternalError exits 4.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace lnv::cli {
+
+// Exit codes shared by every command (documented in the README).
+enum Exit : int {
+  kOk = 0,           // success; for `check`: every check holds
+  kCheckFails = 1,   // `check`/`fuzz`: a check fails (a wrong rewrite or verdict)
+  kBadInput = 2,     // malformed model, bad option, unreadable file
+  kInconclusive = 3, // `check`: precision or budget ran out before a verdict
+  kInternal = 4,     // a bug in lnverify
+};
+
+using Action = std::function<int()>;
+using Setup = std::function<Action(CLI::App& sub)>;
+
+struct Command {
+  std::string name;
+  std::string help;
+  Setup setup;
+};
+
+std::vector<Command>& registry();
+
+// Use at namespace scope in a cmd_*.cpp:
+//   const bool kRegistered = lnv::cli::register_command({"eval", "...", setup});
+bool register_command(Command c);
+
+}  // namespace lnv::cli
