@@ -1,0 +1,34 @@
+// Fused CPU norm kernels on raw row-major float buffers (no LibTorch types, so the
+// header is cheap to include). Rows are independent and run in parallel; `out` is
+// written, never allocated. `weight`/`bias` may be null (no affine). Each normalizes
+// the last `cols` elements of each of `rows` rows.
+#pragma once
+
+#include <cstdint>
+
+namespace lnv::kernels {
+
+// y = x / sqrt(mean(x^2) + eps) * w + b
+void rms_norm(const float* x, const float* weight, const float* bias, float* out,
+              int64_t rows, int64_t cols, float eps);
+
+// s = x + residual (written to `sum_out`), y = rms_norm(s): the pre-norm residual step.
+void add_rms_norm(const float* x, const float* residual, const float* weight,
+                  const float* bias, float* sum_out, float* out, int64_t rows,
+                  int64_t cols, float eps);
+
+// y = (x - mean) / sqrt(var + eps) * w + b (biased variance), the same quality of
+// kernel as rms_norm so the two can be compared fairly.
+void layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                int64_t rows, int64_t cols, float eps);
+
+// The bandwidth yardstick: out = x, with the same threading as the norms.
+void copy_rows(const float* x, float* out, int64_t rows, int64_t cols);
+
+// double versions, for exactness checks against the reference evaluator.
+void rms_norm(const double* x, const double* weight, const double* bias, double* out,
+              int64_t rows, int64_t cols, double eps);
+void layer_norm(const double* x, const double* weight, const double* bias, double* out,
+                int64_t rows, int64_t cols, double eps);
+
+}  // namespace lnv::kernels
