@@ -1,0 +1,71 @@
+// The foldability analysis and the rewrite: two narrow entry points.
+//
+//   FoldPlan detect_foldable(const Graph& g, Mode mode);
+//   Graph    apply_fold(const Graph& g, const FoldPlan& plan);
+//
+// detect_foldable decides, for every LayerNorm of g (every `layer_norm` node and the norm
+// inside every `rnn` that has one, named "<rnn>.norm"), whether it is foldable in each
+// mode (DESIGN.md, "The semantics the detector must implement"), and for `mode` which
+// terms to center so that every LN foldable in `mode` becomes an RMSNorm exactly.
+// apply_fold applies exactly what a plan says — no re-verification — so checkers can
+// also apply deliberately forced plans (tightness checks) and see them fail.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/mode.h"
+
+namespace lnv {
+
+// One term to center. A producer is centered along its output feature axis by CBWC
+// (inference: its weights/bias centered in place via Param::center_axes, or a centered
+// untied copy when the weight is also used raw; training: `cbwc: true`). A param term is
+// centered over `axes` of its own shape (inference: in place or an untied copy; training:
+// the use reads it through a `center` node; a norm's bias moves out into add(center(b))).
+struct CenterTerm {
+  enum class Kind { producer, param } kind = Kind::producer;
+  std::string node;   // producer: the producer node; param: the node that reads the param
+  std::string param;  // param term: the param's name; producer: empty
+  // param term: which use of the param in `node` ("inputs/1", "bias", "norm/bias")
+  std::string slot;
+  Axes axes;          // param term: axes of the param's shape to center over
+  bool remove = false;  // param term broadcast along the LN's axes: centering zeroes it
+  bool operator==(const CenterTerm&) const = default;
+};
+
+struct LnVerdict {
+  std::string name;       // the layer_norm node, or "<rnn>.norm"
+  std::string node;       // the node holding it (the layer_norm, or the rnn)
+  std::array<bool, 2> foldable{false, false};      // indexed by Mode
+  std::array<std::string, 2> reason;               // why not, per mode ("" when foldable)
+  std::array<std::vector<std::string>, 2> path;    // breaking node ... this LN, per mode
+  // The centerable terms surviving in the mean of the LN's input (producers and params).
+  // When foldable these are exactly what gets centered for this LN; when not, these are
+  // the candidates a forced fold may center.
+  std::vector<CenterTerm> terms;
+  bool opaque = false;  // an opaque atom survives in the mean (no centering can help)
+};
+
+struct FoldPlan {
+  Mode mode = Mode::inference;           // the rewrite this plan is for
+  std::vector<LnVerdict> layer_norms;    // every LN of the model, in topological order
+  std::vector<std::string> fold;         // LN names to swap for rms_norm
+  std::vector<CenterTerm> center;        // terms to center (deduplicated)
+  size_t foldable_count(Mode m) const;
+};
+
+// Precondition: g is finalized. Never throws for a valid graph.
+FoldPlan detect_foldable(const Graph& g, Mode mode);
+
+// Precondition: g is finalized and plan refers to its nodes. Returns a finalized Graph:
+// inference — centered weights (Param::center_axes / zeroed params, untied copies named
+// "<param>.centered" where a raw use remains), each folded LN swapped for rms_norm with
+// the same eps/weight/bias; training — every stored param kept, producers marked cbwc,
+// param terms read through `center` nodes, LNs swapped. Node names of the original are
+// kept (so dropout masks and outputs line up).
+Graph apply_fold(const Graph& g, const FoldPlan& plan);
+
+}  // namespace lnv

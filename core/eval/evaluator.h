@@ -1,0 +1,59 @@
+// The reference evaluators: forward values and reverse-mode gradients of every op of
+// MODEL_FORMAT.md v1, templated on the scalar type and instantiated for `double` and
+// `Mpfr` (Boost.Multiprecision, MPFR backend, precision chosen at run time).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <boost/multiprecision/mpfr.hpp>
+
+#include "core/graph.h"
+#include "core/mode.h"
+#include "core/tensor.h"
+
+namespace lnv::eval {
+
+using Mpfr = boost::multiprecision::mpfr_float;  // variable precision
+
+// Sets the precision (bits) of Mpfr values created afterwards on this thread.
+void set_mpfr_bits(unsigned bits);
+unsigned mpfr_bits();
+
+struct RunOptions {
+  Mode mode = Mode::inference;
+  uint64_t seed = 0;  // dropout masks, random inputs and loss cotangents
+};
+
+template <class T>
+struct Evaluation {
+  std::vector<Tensor<T>> inputs;   // per graph input (index ids stored as T)
+  std::vector<Tensor<T>> params;   // effective param values (center_axes applied)
+  std::vector<Tensor<T>> nodes;    // per node, indexed like Graph::nodes
+  std::vector<Tensor<T>> outputs;  // per graph output
+};
+
+template <class T>
+struct Gradients {
+  T loss;
+  std::vector<Tensor<T>> inputs;  // dL/d(input); index inputs get an empty tensor
+  std::vector<Tensor<T>> params;  // dL/d(stored param) (through cbwc / center_axes)
+};
+
+// Random inputs of a check (MODEL_FORMAT.md, "Random numbers").
+template <class T>
+std::vector<Tensor<T>> random_inputs(const Graph& g, uint64_t seed);
+
+// Forward evaluation. Throws ModelError for inputs of the wrong shape or ids out of range.
+template <class T>
+Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt);
+
+// The cotangents r of L = sum_o sum_i o_i r_i, one per graph output.
+template <class T>
+std::vector<Tensor<T>> loss_cotangents(const Graph& g, uint64_t seed);
+
+// Reverse mode of L with respect to every input and every param.
+template <class T>
+Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt);
+
+}  // namespace lnv::eval
