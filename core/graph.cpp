@@ -142,7 +142,13 @@ void Graph::finalize() {
     try {
       node_shapes[i] = infer_shape(*this, nodes[i], in);
     } catch (const ModelError& e) {
+      // infer_shape names the node as "node '<name>'<rest>"; re-anchor it at its JSON path.
       if (e.where().rfind("/nodes/", 0) == 0) throw;
+      const std::string prefix = "node '" + nodes[i].name + "'";
+      if (e.where().rfind(prefix, 0) == 0) {
+        const std::string what = std::string(e.what()).substr(e.where().size() + 2);
+        throw ModelError(node_where(*this, i) + e.where().substr(prefix.size()), what);
+      }
       throw ModelError(node_where(*this, i), e.what());
     }
   }

@@ -1,0 +1,428 @@
+// Shape rules of every op of MODEL_FORMAT.md v1, and the attribute checks that belong to
+// them (param shapes, conv geometry, axes, probabilities). Called by Graph::finalize()
+// for each node in topological order.
+//
+// Errors are ModelErrors whose `where` starts with "node '<name>'" followed by the
+// attribute or input they concern ("node 'h'/weight"); finalize() replaces that prefix
+// by the node's JSON path.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/graph.h"
+
+namespace lnv {
+namespace {
+
+const Param* find_param(const Graph& g, const std::string& name) {
+  if (g.has(name)) {  // fast path: the name index is built before shapes are inferred
+    const ValueRef& r = g.ref(name);
+    if (r.kind == ValueRef::Kind::param && r.index >= 0 &&
+        static_cast<size_t>(r.index) < g.params.size() && g.params[r.index].name == name)
+      return &g.params[r.index];
+  }
+  for (const Param& p : g.params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const Input* find_input(const Graph& g, const std::string& name) {
+  for (const Input& in : g.inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+// The rules for one node; `fail` and friends build errors that name it.
+class Rules {
+ public:
+  Rules(const Graph& g, const Node& n, const std::vector<Shape>& in)
+      : g_(g), n_(n), in_(in), where_("node '" + n.name + "'") {}
+
+  Shape infer() {
+    check_arity();
+    check_param_attrs_apply();
+    check_index_inputs();
+    switch (n_.op) {
+      case Op::linear: return linear();
+      case Op::matmul: return matmul();
+      case Op::embedding: return embedding();
+      case Op::conv1d: return conv(1);
+      case Op::conv2d: return conv(2);
+      case Op::rnn: return rnn();
+      case Op::attention: return attention();
+      case Op::add:
+      case Op::sub:
+      case Op::mul:
+      case Op::div: return broadcast_shapes(in_[0], in_[1], where_ + "/inputs");
+      case Op::scale:
+        if (!std::isfinite(n_.factor))
+          fail("/factor", "expected a finite number, got " + std::to_string(n_.factor));
+        return in_[0];
+      case Op::dropout:
+        if (!(n_.p >= 0.0 && n_.p < 1.0))
+          fail("/p", "expected a probability 0 <= p < 1, got " + std::to_string(n_.p));
+        return in_[0];
+      case Op::relu:
+      case Op::gelu:
+      case Op::tanh:
+      case Op::sigmoid:
+      case Op::silu:
+      case Op::exp: return in_[0];
+      case Op::softmax:
+        normalize_axis(n_.axis, rank(0), where_ + "/axis");
+        return in_[0];
+      case Op::mean:
+      case Op::max: return reduce();
+      case Op::transpose: return transpose();
+      case Op::reshape: return reshape();
+      case Op::concat: return concat();
+      case Op::center:
+        axes_of(in_[0]);
+        return in_[0];
+      case Op::layer_norm:
+      case Op::rms_norm: return norm();
+      case Op::kCount: break;
+    }
+    throw InternalError("infer_shape: bad op");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& at, const std::string& what) const {
+    throw ModelError(where_ + at, what);
+  }
+
+  int64_t rank(size_t k) const { return static_cast<int64_t>(in_[k].size()); }
+
+  std::string input_desc(size_t k) const {
+    return "input '" + n_.inputs[k] + "' of shape " + to_string(in_[k]);
+  }
+
+  void check_arity() const {
+    const OpInfo& info = op_info(n_.op);
+    const int count = static_cast<int>(in_.size());
+    if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
+      fail("/inputs", std::string(info.name) + " takes " +
+                          (info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+                                               : std::to_string(info.max_inputs)) +
+                          " inputs, got " + std::to_string(count));
+    if (n_.inputs.size() != in_.size())
+      throw InternalError("infer_shape: " + std::to_string(in_.size()) + " shapes for " +
+                          std::to_string(n_.inputs.size()) + " inputs of '" + n_.name + "'");
+  }
+
+  // A param attribute set on an op that has no such attribute is an error, not ignored.
+  void check_param_attrs_apply() const {
+    const OpInfo& info = op_info(n_.op);
+    auto listed = [&](std::string_view a) {
+      return std::find(info.required.begin(), info.required.end(), a) != info.required.end() ||
+             std::find(info.optional.begin(), info.optional.end(), a) != info.optional.end();
+    };
+    for (const auto& [attr, pname] : n_.param_attrs()) {
+      std::string_view top = attr.substr(0, attr.find('/'));
+      if (!listed(top))
+        fail("/" + attr, "op " + std::string(info.name) + " has no attribute '" +
+                             std::string(top) + "'");
+    }
+    if (n_.norm && n_.op != Op::rnn)
+      fail("/norm", "op " + std::string(info.name) + " has no attribute 'norm'");
+  }
+
+  // Integer ids (index inputs) feed `embedding` only, and `embedding` reads only them.
+  void check_index_inputs() const {
+    for (size_t k = 0; k < n_.inputs.size(); ++k) {
+      const Input* in = find_input(g_, n_.inputs[k]);
+      const bool is_index = in && in->dtype == DType::index;
+      if (n_.op == Op::embedding) {
+        if (!is_index)
+          fail("/inputs/" + std::to_string(k),
+               "embedding reads integer ids: expected a graph input of dtype index, got " +
+                   std::string(in ? "the float input '" : "the float value '") + n_.inputs[k] +
+                   "'");
+      } else if (is_index) {
+        fail("/inputs/" + std::to_string(k),
+             "'" + n_.inputs[k] + "' is an index input (integer ids); only embedding may read "
+             "it, not " + std::string(op_name(n_.op)));
+      }
+    }
+  }
+
+  // The shape of the param named by attribute `attr`; empty optional name -> nullptr.
+  const Shape* param_shape(const std::string& attr, const std::string& pname) const {
+    if (pname.empty()) return nullptr;
+    const Param* p = find_param(g_, pname);
+    if (!p) fail("/" + attr, "'" + pname + "' is not a param of the model");
+    return &p->shape;
+  }
+
+  void require(const std::string& attr, const std::string& pname) const {
+    if (pname.empty()) fail("/" + attr, "missing required param attribute '" + attr + "'");
+  }
+
+  // Checks the param of `attr` (if named) has shape `want`; `why` explains `want`.
+  void expect_param(const std::string& attr, const std::string& pname, const Shape& want,
+                    const std::string& why) const {
+    const Shape* s = param_shape(attr, pname);
+    if (s && *s != want)
+      fail("/" + attr, "param '" + pname + "' has shape " + to_string(*s) + ", expected " +
+                           to_string(want) + " (" + why + ")");
+  }
+
+  void expect_rank(size_t k, int64_t want, const std::string& layout) const {
+    if (rank(k) != want)
+      fail("/inputs/" + std::to_string(k), "expected a rank-" + std::to_string(want) + " " +
+                                               layout + ", got " + input_desc(k));
+  }
+
+  void check_eps(double eps, const std::string& at) const {
+    if (!(std::isfinite(eps) && eps >= 0.0))
+      fail(at, "expected a finite eps >= 0, got " + std::to_string(eps));
+  }
+
+  Axes axes_of(const Shape& x) const {
+    if (n_.axes.empty()) fail("/axes", "expected at least one axis");
+    return normalize_axes(n_.axes, static_cast<int64_t>(x.size()), where_ + "/axes");
+  }
+
+  Shape linear() const {
+    const Shape& x = in_[0];
+    if (x.empty()) fail("/inputs/0", "expected x [..., in], got a scalar");
+    require("weight", n_.weight);
+    const Shape& w = *param_shape("weight", n_.weight);
+    if (w.size() != 2 || w[1] != x.back())
+      fail("/weight", "param '" + n_.weight + "' has shape " + to_string(w) +
+                          ", expected [out, " + std::to_string(x.back()) + "] for " +
+                          input_desc(0));
+    expect_param("bias", n_.bias, {w[0]}, "[out]");
+    Shape out = x;
+    out.back() = w[0];
+    return out;
+  }
+
+  Shape matmul() const {
+    for (size_t k = 0; k < 2; ++k)
+      if (rank(k) < 2)
+        fail("/inputs/" + std::to_string(k),
+             "matmul expects operands of rank >= 2, got " + input_desc(k));
+    const Shape& a = in_[0];
+    const Shape& b = in_[1];
+    const int64_t m = a[a.size() - 2], ka = a.back();
+    const int64_t kb = n_.transpose_b ? b.back() : b[b.size() - 2];
+    const int64_t n = n_.transpose_b ? b[b.size() - 2] : b.back();
+    if (ka != kb)
+      fail("/inputs", "inner dimensions differ: a " + to_string(a) + " has k = " +
+                          std::to_string(ka) + ", b " + to_string(b) +
+                          (n_.transpose_b ? " (transpose_b)" : "") + " has k = " +
+                          std::to_string(kb));
+    Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2),
+                                 where_ + "/inputs");
+    out.push_back(m);
+    out.push_back(n);
+    return out;
+  }
+
+  Shape embedding() const {
+    require("weight", n_.weight);
+    const Shape& w = *param_shape("weight", n_.weight);
+    if (w.size() != 2) fail("/weight", "param '" + n_.weight + "' has shape " + to_string(w) +
+                                           ", expected [num, dim]");
+    const Input* ids = find_input(g_, n_.inputs[0]);  // an index input: checked above
+    if (ids->range > w[0])
+      fail("/weight", "param '" + n_.weight + "' has " + std::to_string(w[0]) +
+                          " rows, but ids of input '" + ids->name + "' range up to " +
+                          std::to_string(ids->range - 1));
+    Shape out = in_[0];
+    out.push_back(w[1]);
+    return out;
+  }
+
+  // conv1d (spatial = 1) and conv2d (spatial = 2), as PyTorch.
+  Shape conv(int spatial) const {
+    const Shape& x = in_[0];
+    const std::string layout = spatial == 1 ? "[N, C, L]" : "[N, C, H, W]";
+    expect_rank(0, 2 + spatial, layout);
+    require("weight", n_.weight);
+    const Shape& w = *param_shape("weight", n_.weight);
+    if (n_.groups < 1) fail("/groups", "expected groups >= 1, got " + std::to_string(n_.groups));
+    const int64_t c = x[1];
+    if (c % n_.groups != 0)
+      fail("/groups", "groups = " + std::to_string(n_.groups) + " does not divide the " +
+                          std::to_string(c) + " input channels of " + input_desc(0));
+    const std::string wlayout = spatial == 1 ? "[out, C/groups, k]" : "[out, C/groups, kh, kw]";
+    if (static_cast<int>(w.size()) != 2 + spatial || w[1] != c / n_.groups)
+      fail("/weight", "param '" + n_.weight + "' has shape " + to_string(w) + ", expected " +
+                          wlayout + " with C/groups = " + std::to_string(c / n_.groups));
+    if (w[0] % n_.groups != 0)
+      fail("/groups", "groups = " + std::to_string(n_.groups) + " does not divide the " +
+                          std::to_string(w[0]) + " output channels of weight '" + n_.weight +
+                          "'");
+    expect_param("bias", n_.bias, {w[0]}, "[out]");
+    auto per_axis = [&](const std::vector<int64_t>& v, const char* attr, int64_t min) {
+      if (v.size() != 1 && static_cast<int>(v.size()) != spatial)
+        fail(std::string("/") + attr, "expected one entry or " + std::to_string(spatial) +
+                                          ", got " + std::to_string(v.size()));
+      for (int64_t e : v)
+        if (e < min)
+          fail(std::string("/") + attr,
+               "expected entries >= " + std::to_string(min) + ", got " + std::to_string(e));
+      return [v](int i) { return v.size() == 1 ? v[0] : v[i]; };
+    };
+    auto stride = per_axis(n_.stride, "stride", 1);
+    auto padding = per_axis(n_.padding, "padding", 0);
+    auto dilation = per_axis(n_.dilation, "dilation", 1);
+    Shape out = {x[0], w[0]};
+    for (int i = 0; i < spatial; ++i) {
+      const int64_t len = x[2 + i], k = w[2 + i];
+      const int64_t span = len + 2 * padding(i) - dilation(i) * (k - 1) - 1;
+      if (span < 0)
+        fail("/weight", "kernel of size " + std::to_string(k) + " with dilation " +
+                            std::to_string(dilation(i)) + " does not fit spatial axis " +
+                            std::to_string(2 + i) + " of " + input_desc(0) +
+                            " with padding " + std::to_string(padding(i)));
+      out.push_back(span / stride(i) + 1);
+    }
+    return out;
+  }
+
+  Shape rnn() const {
+    expect_rank(0, 3, "[N, T, F]");
+    const Shape& x = in_[0];
+    require("weight_ih", n_.weight_ih);
+    require("weight_hh", n_.weight_hh);
+    const Shape& wih = *param_shape("weight_ih", n_.weight_ih);
+    if (wih.size() != 2 || wih[1] != x[2])
+      fail("/weight_ih", "param '" + n_.weight_ih + "' has shape " + to_string(wih) +
+                             ", expected [H, " + std::to_string(x[2]) + "] for " +
+                             input_desc(0));
+    const int64_t h = wih[0];
+    expect_param("weight_hh", n_.weight_hh, {h, h}, "[H, H] with H = " + std::to_string(h));
+    expect_param("bias", n_.bias, {h}, "[H]");
+    if (n_.activation != "tanh")
+      fail("/activation", "expected \"tanh\", got \"" + n_.activation + "\"");
+    if (n_.norm) {
+      if (n_.norm->kind != Op::layer_norm && n_.norm->kind != Op::rms_norm)
+        fail("/norm", "expected a layer_norm or rms_norm, got " +
+                          std::string(op_name(n_.norm->kind)));
+      check_eps(n_.norm->eps, "/norm/eps");
+      expect_param("norm/weight", n_.norm->weight, {h}, "[H]");
+      expect_param("norm/bias", n_.norm->bias, {h}, "[H]");
+    }
+    return {x[0], x[1], h};
+  }
+
+  Shape attention() const {
+    expect_rank(0, 3, "[N, T, D]");
+    const int64_t d = in_[0][2];
+    if (n_.heads < 1) fail("/heads", "expected heads >= 1, got " + std::to_string(n_.heads));
+    if (d % n_.heads != 0)
+      fail("/heads", std::to_string(n_.heads) + " heads do not divide D = " +
+                         std::to_string(d) + " of " + input_desc(0));
+    const std::pair<const char*, const std::string*> mats[] = {
+        {"wq", &n_.wq}, {"wk", &n_.wk}, {"wv", &n_.wv}, {"wo", &n_.wo}};
+    for (const auto& [attr, pname] : mats) {
+      require(attr, *pname);
+      expect_param(attr, *pname, {d, d}, "[D, D] with D = " + std::to_string(d));
+    }
+    const std::pair<const char*, const std::string*> biases[] = {
+        {"bq", &n_.bq}, {"bk", &n_.bk}, {"bv", &n_.bv}, {"bo", &n_.bo}};
+    for (const auto& [attr, pname] : biases)
+      expect_param(attr, *pname, {d}, "[D] with D = " + std::to_string(d));
+    return in_[0];
+  }
+
+  Shape reduce() const {
+    const Axes axes = axes_of(in_[0]);
+    Shape out;
+    for (int64_t i = 0; i < rank(0); ++i) {
+      if (!std::binary_search(axes.begin(), axes.end(), i))
+        out.push_back(in_[0][i]);
+      else if (n_.keepdims)
+        out.push_back(1);
+    }
+    return out;
+  }
+
+  Shape transpose() const {
+    const int64_t r = rank(0);
+    if (static_cast<int64_t>(n_.perm.size()) != r)
+      fail("/perm", "expected a permutation of " + std::to_string(r) + " axes, got " +
+                        std::to_string(n_.perm.size()) + " entries for " + input_desc(0));
+    std::vector<bool> seen(r, false);
+    Shape out;
+    for (int64_t p : n_.perm) {
+      const int64_t a = normalize_axis(p, r, where_ + "/perm");
+      if (seen[a]) fail("/perm", "axis " + std::to_string(p) + " appears twice");
+      seen[a] = true;
+      out.push_back(in_[0][a]);
+    }
+    return out;
+  }
+
+  Shape reshape() const {
+    Shape out = n_.shape;
+    int64_t known = 1;
+    int free_axis = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i] == -1) {
+        if (free_axis >= 0) fail("/shape", "only one entry may be -1");
+        free_axis = static_cast<int>(i);
+      } else if (out[i] <= 0) {
+        fail("/shape", "expected positive entries or -1, got " + std::to_string(out[i]));
+      } else {
+        known *= out[i];
+      }
+    }
+    const int64_t total = numel(in_[0]);
+    if (free_axis >= 0) {
+      if (total % known != 0)
+        fail("/shape", "cannot reshape " + input_desc(0) + " (" + std::to_string(total) +
+                           " elements) to " + to_string(n_.shape));
+      out[free_axis] = total / known;
+    } else if (known != total) {
+      fail("/shape", "cannot reshape " + input_desc(0) + " (" + std::to_string(total) +
+                         " elements) to " + to_string(n_.shape) + " (" +
+                         std::to_string(known) + " elements)");
+    }
+    return out;
+  }
+
+  Shape concat() const {
+    const int64_t r = rank(0);
+    const int64_t axis = normalize_axis(n_.axis, r, where_ + "/axis");
+    Shape out = in_[0];
+    for (size_t k = 1; k < in_.size(); ++k) {
+      bool ok = rank(k) == r;
+      for (int64_t i = 0; ok && i < r; ++i) ok = i == axis || in_[k][i] == in_[0][i];
+      if (!ok)
+        fail("/inputs/" + std::to_string(k),
+             "expected shape " + to_string(in_[0]) + " except along axis " +
+                 std::to_string(n_.axis) + ", got " + input_desc(k));
+      out[axis] += in_[k][axis];
+    }
+    return out;
+  }
+
+  Shape norm() const {
+    const Axes axes = axes_of(in_[0]);
+    check_eps(n_.eps, "/eps");
+    Shape affine;
+    for (int64_t a : axes) affine.push_back(in_[0][a]);
+    const std::string why = "the input's dims over axes, for " + input_desc(0);
+    expect_param("weight", n_.weight, affine, why);
+    expect_param("bias", n_.bias, affine, why);
+    return in_[0];
+  }
+
+  const Graph& g_;
+  const Node& n_;
+  const std::vector<Shape>& in_;
+  const std::string where_;
+};
+
+}  // namespace
+
+Shape infer_shape(const Graph& g, const Node& node, const std::vector<Shape>& input_shapes) {
+  return Rules(g, node, input_shapes).infer();
+}
+
+}  // namespace lnv

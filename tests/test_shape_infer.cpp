@@ -1,0 +1,398 @@
+// Shape rules of every op (core/shape_infer.cpp), through Graph::finalize(): the output
+// shapes, and the errors for wrong shapes and attributes, each naming the node.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/graph.h"
+
+namespace lnv {
+namespace {
+
+// Builds small graphs: inputs and params by name and shape, nodes by op.
+struct Builder {
+  Graph g;
+
+  Builder& input(const std::string& name, Shape shape, DType dtype = DType::float_,
+                 int64_t range = 0) {
+    g.inputs.push_back({name, std::move(shape), dtype, range});
+    return *this;
+  }
+  Builder& param(const std::string& name, Shape shape) {
+    Param p;
+    p.name = name;
+    p.shape = shape;
+    p.values.assign(numel(shape), 0.5);
+    g.params.push_back(std::move(p));
+    return *this;
+  }
+  Node& node(const std::string& name, Op op, std::vector<std::string> inputs) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  // Finalizes with `out` as the output and returns its shape.
+  Shape shape(const std::string& out) {
+    g.outputs = {out};
+    g.finalize();
+    return g.shape_of(out);
+  }
+  // Finalizes and returns the error message ("" when there was none).
+  std::string error(const std::string& out) {
+    g.outputs = {out};
+    try {
+      g.finalize();
+    } catch (const ModelError& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+// Asserts the message names the node's JSON path and contains `needle`.
+#define EXPECT_NODE_ERROR(msg, path, needle)                     \
+  do {                                                           \
+    const std::string m_ = (msg);                                \
+    EXPECT_NE(m_.find(path), std::string::npos) << m_;           \
+    EXPECT_NE(m_.find(needle), std::string::npos) << m_;         \
+  } while (0)
+
+TEST(ShapeInfer, Linear) {
+  Builder b;
+  b.input("x", {2, 5, 8}).param("W", {16, 8}).param("b", {16});
+  Node& n = b.node("h", Op::linear, {"x"});
+  n.weight = "W";
+  n.bias = "b";
+  EXPECT_EQ(b.shape("h"), (Shape{2, 5, 16}));
+}
+
+TEST(ShapeInfer, LinearRejectsWrongWeightAndBias) {
+  Builder b;
+  b.input("x", {2, 5, 8}).param("W", {16, 7});
+  b.node("h", Op::linear, {"x"}).weight = "W";
+  EXPECT_NODE_ERROR(b.error("h"), "/nodes/0 (node 'h')/weight", "[16, 7]");
+
+  Builder c;
+  c.input("x", {2, 8}).param("W", {16, 8}).param("b", {8});
+  Node& n = c.node("h", Op::linear, {"x"});
+  n.weight = "W";
+  n.bias = "b";
+  EXPECT_NODE_ERROR(c.error("h"), "/nodes/0 (node 'h')/bias", "expected [16]");
+}
+
+TEST(ShapeInfer, MatmulBroadcastsBatchAxes) {
+  Builder b;
+  b.input("a", {3, 1, 4, 5}).input("b", {6, 5, 7});
+  b.node("m", Op::matmul, {"a", "b"});
+  EXPECT_EQ(b.shape("m"), (Shape{3, 6, 4, 7}));
+}
+
+TEST(ShapeInfer, MatmulTransposeBAndParamOperand) {
+  Builder b;
+  b.input("a", {2, 4, 5}).param("B", {7, 5});
+  b.node("m", Op::matmul, {"a", "B"}).transpose_b = true;
+  EXPECT_EQ(b.shape("m"), (Shape{2, 4, 7}));
+}
+
+TEST(ShapeInfer, MatmulRejectsInnerMismatchRankAndBatch) {
+  Builder b;
+  b.input("a", {4, 5}).input("b", {6, 7});
+  b.node("m", Op::matmul, {"a", "b"});
+  EXPECT_NODE_ERROR(b.error("m"), "node 'm'", "inner dimensions differ");
+
+  Builder c;
+  c.input("a", {5}).input("b", {5, 7});
+  c.node("m", Op::matmul, {"a", "b"});
+  EXPECT_NODE_ERROR(c.error("m"), "node 'm')/inputs/0", "rank >= 2");
+
+  Builder d;
+  d.input("a", {2, 4, 5}).input("b", {3, 5, 7});
+  d.node("m", Op::matmul, {"a", "b"});
+  EXPECT_NODE_ERROR(d.error("m"), "node 'm'", "do not broadcast");
+}
+
+TEST(ShapeInfer, Embedding) {
+  Builder b;
+  b.input("tok", {2, 5}, DType::index, 50).param("E", {50, 8});
+  b.node("e", Op::embedding, {"tok"}).weight = "E";
+  EXPECT_EQ(b.shape("e"), (Shape{2, 5, 8}));
+}
+
+TEST(ShapeInfer, EmbeddingNeedsIndexInputAndEnoughRows) {
+  Builder b;
+  b.input("x", {2, 5}).param("E", {50, 8});
+  b.node("e", Op::embedding, {"x"}).weight = "E";
+  EXPECT_NODE_ERROR(b.error("e"), "node 'e')/inputs/0", "dtype index");
+
+  Builder c;
+  c.input("tok", {2, 5}, DType::index, 60).param("E", {50, 8});
+  c.node("e", Op::embedding, {"tok"}).weight = "E";
+  EXPECT_NODE_ERROR(c.error("e"), "node 'e')/weight", "50 rows");
+}
+
+TEST(ShapeInfer, IndexInputFeedsOnlyEmbedding) {
+  Builder b;
+  b.input("tok", {2, 8}, DType::index, 10).param("W", {4, 8});
+  b.node("h", Op::linear, {"tok"}).weight = "W";
+  EXPECT_NODE_ERROR(b.error("h"), "node 'h')/inputs/0", "index input");
+}
+
+TEST(ShapeInfer, Conv1dStridePaddingDilation) {
+  // PyTorch: Conv1d(4, 6, k=3, stride=2, padding=1, dilation=2) on L=10:
+  // floor((10 + 2 - 2*2 - 1)/2) + 1 = 4.
+  Builder b;
+  b.input("x", {2, 4, 10}).param("W", {6, 4, 3}).param("b", {6});
+  Node& n = b.node("c", Op::conv1d, {"x"});
+  n.weight = "W";
+  n.bias = "b";
+  n.stride = {2};
+  n.padding = {1};
+  n.dilation = {2};
+  EXPECT_EQ(b.shape("c"), (Shape{2, 6, 4}));
+}
+
+TEST(ShapeInfer, Conv2dPerAxisAndGroups) {
+  // H: floor((9 + 0 - 1*(3-1) - 1)/1) + 1 = 7; W: floor((8 + 2*2 - 3*(2-1) - 1)/3) + 1 = 3.
+  Builder b;
+  b.input("x", {1, 6, 9, 8}).param("W", {4, 3, 3, 2});
+  Node& n = b.node("c", Op::conv2d, {"x"});
+  n.weight = "W";
+  n.groups = 2;
+  n.stride = {1, 3};
+  n.padding = {0, 2};
+  n.dilation = {1, 3};
+  EXPECT_EQ(b.shape("c"), (Shape{1, 4, 7, 3}));
+}
+
+TEST(ShapeInfer, ConvRejectsBadGeometry) {
+  {
+    Builder b;  // weight in-channels must be C/groups
+    b.input("x", {1, 6, 9, 8}).param("W", {4, 6, 3, 3});
+    Node& n = b.node("c", Op::conv2d, {"x"});
+    n.weight = "W";
+    n.groups = 2;
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/weight", "C/groups = 3");
+  }
+  {
+    Builder b;  // groups must divide C
+    b.input("x", {1, 6, 9}).param("W", {4, 1, 3});
+    Node& n = b.node("c", Op::conv1d, {"x"});
+    n.weight = "W";
+    n.groups = 4;
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/groups", "does not divide");
+  }
+  {
+    Builder b;  // groups must divide out
+    b.input("x", {1, 6, 9}).param("W", {5, 3, 3});
+    Node& n = b.node("c", Op::conv1d, {"x"});
+    n.weight = "W";
+    n.groups = 2;
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/groups", "5 output channels");
+  }
+  {
+    Builder b;  // kernel larger than the padded input
+    b.input("x", {1, 2, 4}).param("W", {3, 2, 3});
+    Node& n = b.node("c", Op::conv1d, {"x"});
+    n.weight = "W";
+    n.dilation = {2};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/weight", "does not fit");
+  }
+  {
+    Builder b;  // wrong number of per-axis entries, and zero stride
+    b.input("x", {1, 2, 4, 4}).param("W", {3, 2, 1, 1});
+    Node& n = b.node("c", Op::conv2d, {"x"});
+    n.weight = "W";
+    n.stride = {1, 1, 1};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/stride", "one entry or 2");
+    b.g.nodes[0].stride = {0};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/stride", ">= 1");
+  }
+  {
+    Builder b;  // rank of x
+    b.input("x", {2, 4}).param("W", {3, 2, 1});
+    b.node("c", Op::conv1d, {"x"}).weight = "W";
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/inputs/0", "rank-3");
+  }
+}
+
+TEST(ShapeInfer, Rnn) {
+  Builder b;
+  b.input("x", {2, 7, 3}).param("Wi", {5, 3}).param("Wh", {5, 5}).param("b", {5});
+  b.param("g", {5});
+  Node& n = b.node("r", Op::rnn, {"x"});
+  n.weight_ih = "Wi";
+  n.weight_hh = "Wh";
+  n.bias = "b";
+  n.norm = RnnNorm{Op::layer_norm, 1e-5, "g", ""};
+  EXPECT_EQ(b.shape("r"), (Shape{2, 7, 5}));
+}
+
+TEST(ShapeInfer, RnnRejectsWrongShapesAndActivation) {
+  Builder b;
+  b.input("x", {2, 7, 3}).param("Wi", {5, 3}).param("Wh", {5, 4}).param("g", {4});
+  Node& n = b.node("r", Op::rnn, {"x"});
+  n.weight_ih = "Wi";
+  n.weight_hh = "Wh";
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/weight_hh", "expected [5, 5]");
+  b.g.params[1].shape = {5, 5};
+  b.g.params[1].values.assign(25, 0.0);
+  b.g.nodes[0].activation = "relu";
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/activation", "tanh");
+  b.g.nodes[0].activation = "tanh";
+  b.g.nodes[0].norm = RnnNorm{Op::layer_norm, 1e-5, "g", ""};
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/norm/weight", "expected [5]");
+}
+
+TEST(ShapeInfer, Attention) {
+  Builder b;
+  b.input("x", {2, 5, 8}).param("Q", {8, 8}).param("bo", {8});
+  Node& n = b.node("a", Op::attention, {"x"});
+  n.wq = n.wk = n.wv = n.wo = "Q";
+  n.bo = "bo";
+  n.heads = 4;
+  EXPECT_EQ(b.shape("a"), (Shape{2, 5, 8}));
+  b.g.nodes[0].heads = 3;
+  EXPECT_NODE_ERROR(b.error("a"), "node 'a')/heads", "do not divide D = 8");
+  b.g.nodes[0].heads = 2;
+  b.g.params[1].shape = {4};
+  b.g.params[1].values.assign(4, 0.0);
+  EXPECT_NODE_ERROR(b.error("a"), "node 'a')/bo", "expected [8]");
+}
+
+TEST(ShapeInfer, ElementwiseBroadcastAndUnary) {
+  Builder b;
+  b.input("x", {2, 1, 4}).param("P", {3, 1});
+  b.node("s", Op::add, {"x", "P"});
+  b.node("r", Op::gelu, {"s"});
+  b.node("d", Op::dropout, {"r"}).p = 0.25;
+  b.node("k", Op::scale, {"d"}).factor = 2.0;
+  EXPECT_EQ(b.shape("k"), (Shape{2, 3, 4}));
+  b.g.nodes[2].p = 1.0;
+  EXPECT_NODE_ERROR(b.error("k"), "/nodes/2 (node 'd')/p", "0 <= p < 1");
+
+  Builder c;
+  c.input("x", {2, 3}).input("y", {4});
+  c.node("m", Op::mul, {"x", "y"});
+  EXPECT_NODE_ERROR(c.error("m"), "node 'm')/inputs", "do not broadcast");
+}
+
+TEST(ShapeInfer, ReductionsWithNegativeAxesAndKeepdims) {
+  Builder b;
+  b.input("x", {2, 3, 4, 5});
+  Node& m = b.node("m", Op::mean, {"x"});
+  m.axes = {-1, 1};
+  EXPECT_EQ(b.shape("m"), (Shape{2, 4}));
+  b.g.nodes[0].keepdims = true;
+  EXPECT_EQ(b.shape("m"), (Shape{2, 1, 4, 1}));
+  b.g.nodes[0].op = Op::max;
+  b.g.nodes[0].axes = {4};
+  EXPECT_NODE_ERROR(b.error("m"), "node 'm')/axes", "out of range");
+  b.g.nodes[0].axes = {3, -1};
+  EXPECT_NODE_ERROR(b.error("m"), "node 'm')/axes", "repeated");
+}
+
+TEST(ShapeInfer, SoftmaxAxis) {
+  Builder b;
+  b.input("x", {2, 3});
+  b.node("s", Op::softmax, {"x"}).axis = -2;
+  EXPECT_EQ(b.shape("s"), (Shape{2, 3}));
+  b.g.nodes[0].axis = 2;
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/axis", "out of range");
+}
+
+TEST(ShapeInfer, Transpose) {
+  Builder b;
+  b.input("x", {2, 3, 4});
+  b.node("t", Op::transpose, {"x"}).perm = {2, 0, -2};
+  EXPECT_EQ(b.shape("t"), (Shape{4, 2, 3}));
+  b.g.nodes[0].perm = {0, 0, 1};
+  EXPECT_NODE_ERROR(b.error("t"), "node 't')/perm", "twice");
+  b.g.nodes[0].perm = {0, 1};
+  EXPECT_NODE_ERROR(b.error("t"), "node 't')/perm", "permutation of 3");
+}
+
+TEST(ShapeInfer, ReshapeWithMinusOne) {
+  Builder b;
+  b.input("x", {2, 3, 4});
+  b.node("r", Op::reshape, {"x"}).shape = {4, -1};
+  EXPECT_EQ(b.shape("r"), (Shape{4, 6}));
+  b.g.nodes[0].shape = {-1, 5};
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "cannot reshape");
+  b.g.nodes[0].shape = {-1, -1};
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "only one entry may be -1");
+  b.g.nodes[0].shape = {5, 5};
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "25 elements");
+  b.g.nodes[0].shape = {0, 24};
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "positive");
+}
+
+TEST(ShapeInfer, Concat) {
+  Builder b;
+  b.input("x", {2, 3, 4}).input("y", {2, 5, 4}).param("z", {2, 1, 4});
+  b.node("c", Op::concat, {"x", "y", "z"}).axis = -2;
+  EXPECT_EQ(b.shape("c"), (Shape{2, 9, 4}));
+  b.g.nodes[0].axis = 0;
+  EXPECT_NODE_ERROR(b.error("c"), "node 'c')/inputs/1", "except along axis 0");
+
+  Builder d;
+  d.input("x", {2, 3}).input("y", {2, 3, 1});
+  d.node("c", Op::concat, {"x", "y"}).axis = 0;
+  EXPECT_NODE_ERROR(d.error("c"), "node 'c')/inputs/1", "[2, 3, 1]");
+}
+
+TEST(ShapeInfer, CenterAndNorms) {
+  Builder b;
+  b.input("x", {2, 3, 4}).param("g", {3, 4}).param("bt", {3, 4}).param("v", {4});
+  b.node("c", Op::center, {"x"}).axes = {-1};
+  Node& ln = b.node("ln", Op::layer_norm, {"c"});
+  ln.axes = {-1, -2};
+  ln.weight = "g";
+  ln.bias = "bt";
+  Node& rms = b.node("rms", Op::rms_norm, {"ln"});
+  rms.axes = {2};
+  rms.weight = "v";
+  EXPECT_EQ(b.shape("rms"), (Shape{2, 3, 4}));
+  b.g.nodes[1].weight = "v";  // [4] but the axes span [3, 4]
+  EXPECT_NODE_ERROR(b.error("rms"), "/nodes/1 (node 'ln')/weight", "expected [3, 4]");
+  b.g.nodes[1].weight = "g";
+  b.g.nodes[1].eps = -1.0;
+  EXPECT_NODE_ERROR(b.error("rms"), "node 'ln')/eps", "eps >= 0");
+  b.g.nodes[1].eps = 1e-5;
+  b.g.nodes[0].axes = {};
+  EXPECT_NODE_ERROR(b.error("rms"), "node 'c')/axes", "at least one axis");
+}
+
+TEST(ShapeInfer, ParamAttributeOnWrongOpIsRejected) {
+  Builder b;
+  b.input("x", {2, 3}).param("W", {3, 3});
+  b.node("r", Op::relu, {"x"}).weight = "W";
+  EXPECT_NODE_ERROR(b.error("r"), "node 'r')/weight", "relu has no attribute 'weight'");
+}
+
+TEST(ShapeInfer, WeightNamingANodeIsRejected) {
+  Builder b;
+  b.input("x", {2, 3});
+  b.node("r", Op::relu, {"x"});
+  b.node("h", Op::linear, {"x"}).weight = "r";
+  EXPECT_NODE_ERROR(b.error("h"), "node 'h')/weight", "not a param");
+}
+
+TEST(ShapeInfer, CalledDirectlyNamesTheNode) {
+  Builder b;
+  b.input("x", {2, 3}).param("W", {4, 5});
+  Node& n = b.node("h", Op::linear, {"x"});
+  n.weight = "W";
+  try {
+    infer_shape(b.g, b.g.nodes[0], {{2, 3}});
+    FAIL() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.where(), "node 'h'/weight");
+  }
+}
+
+}  // namespace
+}  // namespace lnv
