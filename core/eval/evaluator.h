@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <boost/multiprecision/mpfr.hpp>
@@ -19,6 +20,10 @@ using Mpfr = boost::multiprecision::mpfr_float;  // variable precision
 // Sets the precision (bits) of Mpfr values created afterwards on this thread.
 void set_mpfr_bits(unsigned bits);
 unsigned mpfr_bits();
+// (Boost 1.74 keeps one process-wide default precision, counted in decimal digits, so the
+// precision is rounded up to the next whole digit: set_mpfr_bits(256) gives 257 bits, and
+// mpfr_bits() says so. Until set_mpfr_bits is called, the evaluators' entry points set
+// 256.)
 
 struct RunOptions {
   Mode mode = Mode::inference;
@@ -55,5 +60,30 @@ std::vector<Tensor<T>> loss_cotangents(const Graph& g, uint64_t seed);
 // Reverse mode of L with respect to every input and every param.
 template <class T>
 Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt);
+
+// The stored param values in T (before center_axes), per Graph::params.
+template <class T>
+std::vector<Tensor<T>> param_values(const Graph& g);
+
+// Forward evaluation with the stored param values given in T instead of read from the
+// graph's doubles (e.g. perturbed below double resolution for finite differences).
+// `gradients` of the result are with respect to these values.
+template <class T>
+Evaluation<T> evaluate_with_params(const Graph& g, std::vector<Tensor<T>> inputs,
+                                   const std::vector<Tensor<T>>& stored_params,
+                                   const RunOptions& opt);
+
+// The loss L = sum_o sum_i o_i r_i of an evaluation, r = loss_cotangents(g, seed).
+template <class T>
+T loss(const Graph& g, const Evaluation<T>& ev, uint64_t seed);
+
+namespace detail {
+// Sets 256 bits unless set_mpfr_bits was called (a no-op for double).
+void ensure_mpfr_default_bits();
+template <class T>
+void ensure_default_precision() {
+  if constexpr (std::is_same_v<T, Mpfr>) ensure_mpfr_default_bits();
+}
+}  // namespace detail
 
 }  // namespace lnv::eval
