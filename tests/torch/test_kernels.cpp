@@ -1,0 +1,195 @@
+// The fused norm kernels (torch/kernels/norm_kernels.h) against naive long-double loops,
+// in float and double, over
+// widths that exercise the vector body, the short vector loop and the scalar tail, with
+// and without weight/bias, and with row counts that run both single- and multi-threaded.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "torch/kernels/norm_kernels.h"
+
+namespace lnv {
+namespace {
+
+enum class Norm { rms, layer };
+
+struct Case {
+  int64_t rows, cols;
+  bool weight, bias;
+};
+
+// Widths: below one vector, one vector + tail, the 4-vector body + every remainder kind,
+// a transformer width; rows: single-threaded and above the parallel threshold.
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int64_t cols : {1, 3, 8, 13, 32, 45, 100, 768})
+    for (int64_t rows : {1, 7, 300})
+      for (int affine = 0; affine < 4; ++affine)
+        out.push_back({rows, cols, (affine & 1) != 0, (affine & 2) != 0});
+  return out;
+}
+
+template <class T>
+std::vector<T> random_vector(int64_t n, uint64_t seed, double mean, double std) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(mean, std);
+  std::vector<T> v(n);
+  for (auto& e : v) e = T(dist(gen));
+  return v;
+}
+
+// The naive definition in long double, from the same (rounded) inputs as the kernel, and
+// the scale of each output's terms, (|x - mean| + mean|x|) / rms * |w| + |b|, where the
+// computed mean carries an error of a few ulps of mean|x|, which x - mean can expose.
+struct Naive {
+  std::vector<long double> value, magnitude;
+};
+
+template <class T>
+Naive naive_norm(Norm kind, const std::vector<T>& x, const T* w, const T* b, int64_t rows,
+                 int64_t cols, double eps) {
+  Naive out{std::vector<long double>(x.size()), std::vector<long double>(x.size())};
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x.data() + r * cols;
+    long double mean = 0, mean_abs = 0;
+    if (kind == Norm::layer) {
+      for (int64_t j = 0; j < cols; ++j) mean += xr[j], mean_abs += std::fabs(xr[j]);
+      mean /= cols, mean_abs /= cols;
+    }
+    long double ss = 0;
+    for (int64_t j = 0; j < cols; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+    const long double inv = 1.0L / std::sqrt(ss / cols + (long double)eps);
+    for (int64_t j = 0; j < cols; ++j) {
+      long double v = (xr[j] - mean) * inv;
+      long double m = (std::fabs(xr[j] - mean) + mean_abs) * inv;
+      if (w) v *= w[j], m *= std::fabs((long double)w[j]);
+      if (b) v += b[j], m += std::fabs((long double)b[j]);
+      out.value[r * cols + j] = v;
+      out.magnitude[r * cols + j] = m;
+    }
+  }
+  return out;
+}
+
+// |got - want| <= tol * magnitude, elementwise.
+template <class T>
+void expect_close(const std::vector<T>& got, const std::vector<long double>& want,
+                  const std::vector<long double>& magnitude, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  int64_t worst_at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(double(got[i]))) << what << " at " << i;
+    const double err = double(std::fabs(got[i] - want[i]) / (magnitude[i] + 1e-300L));
+    if (err > worst) worst = err, worst_at = int64_t(i);
+  }
+  EXPECT_LE(worst, tol) << what << ": worst scaled error at flat index " << worst_at
+                        << " (got " << double(got[worst_at]) << ", want "
+                        << double(want[worst_at]) << ")";
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got, const Naive& want, double tol,
+                  const std::string& what) {
+  expect_close(got, want.value, want.magnitude, tol, what);
+}
+template <class T>
+void run_kernel(Norm kind, const std::vector<T>& x, const T* w, const T* b,
+                std::vector<T>& y, int64_t rows, int64_t cols, T eps) {
+  if (kind == Norm::rms)
+    kernels::rms_norm(x.data(), w, b, y.data(), rows, cols, eps);
+  else
+    kernels::layer_norm(x.data(), w, b, y.data(), rows, cols, eps);
+}
+
+// float: each output is a handful of roundings of O(1) values plus a row reduction whose
+// relative error grows like sqrt(cols) * eps for random data; 64 ulps of the term scale
+// leaves room for both and still catches a wrong formula, eps or affine term.
+template <class T>
+double tolerance() {
+  return std::is_same_v<T, float> ? 64 * std::numeric_limits<float>::epsilon() : 1e-14;
+}
+
+template <class T>
+void check_against_naive(Norm kind, double mean) {
+  uint64_t seed = 1;
+  for (const Case& c : cases()) {
+    const auto x = random_vector<T>(c.rows * c.cols, seed++, mean, 2.0);
+    const auto wv = random_vector<T>(c.cols, seed++, 1.0, 0.5);
+    const auto bv = random_vector<T>(c.cols, seed++, 0.0, 0.5);
+    const T* w = c.weight ? wv.data() : nullptr;
+    const T* b = c.bias ? bv.data() : nullptr;
+    const double eps = 1e-5;
+    std::vector<T> y(x.size(), T(-7));
+    run_kernel<T>(kind, x, w, b, y, c.rows, c.cols, T(eps));
+    expect_close(y, naive_norm(kind, x, w, b, c.rows, c.cols, eps), tolerance<T>(),
+                 std::string(kind == Norm::rms ? "rms_norm" : "layer_norm") + " " +
+                     std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                     (c.weight ? " +w" : "") + (c.bias ? " +b" : ""));
+  }
+}
+
+TEST(NormKernels, RmsNormFloatMatchesNaive) { check_against_naive<float>(Norm::rms, 0.0); }
+TEST(NormKernels, RmsNormDoubleMatchesNaive) { check_against_naive<double>(Norm::rms, 0.0); }
+TEST(NormKernels, LayerNormFloatMatchesNaive) {
+  check_against_naive<float>(Norm::layer, 0.0);
+}
+TEST(NormKernels, LayerNormDoubleMatchesNaive) {
+  check_against_naive<double>(Norm::layer, 0.0);
+}
+// A large common offset: a one-pass E[x^2] - E[x]^2 variance would lose most digits here.
+TEST(NormKernels, LayerNormFloatSurvivesLargeMean) {
+  check_against_naive<float>(Norm::layer, 300.0);
+}
+TEST(NormKernels, LayerNormDoubleSurvivesLargeMean) {
+  check_against_naive<double>(Norm::layer, 1e4);
+}
+
+TEST(NormKernels, AddRmsNormMatchesAddThenRmsNorm) {
+  uint64_t seed = 100;
+  for (const Case& c : cases()) {
+    const auto x = random_vector<float>(c.rows * c.cols, seed++, 0.0, 1.0);
+    const auto res = random_vector<float>(c.rows * c.cols, seed++, 0.5, 2.0);
+    const auto wv = random_vector<float>(c.cols, seed++, 1.0, 0.5);
+    const auto bv = random_vector<float>(c.cols, seed++, 0.0, 0.5);
+    const float* w = c.weight ? wv.data() : nullptr;
+    const float* b = c.bias ? bv.data() : nullptr;
+    std::vector<float> sum(x.size(), -7.0f), y(x.size(), -7.0f);
+    kernels::add_rms_norm(x.data(), res.data(), w, b, sum.data(), y.data(), c.rows, c.cols,
+                          1e-5f);
+    // The sum is one float addition: exact match.
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(sum[i], x[i] + res[i]) << i;
+    expect_close(y, naive_norm(Norm::rms, sum, w, b, c.rows, c.cols, 1e-5),
+                 tolerance<float>(), "add_rms_norm " + std::to_string(c.rows) + "x" +
+                                         std::to_string(c.cols));
+  }
+}
+
+TEST(NormKernels, CopyRowsCopiesEveryElement) {
+  for (int64_t cols : {1, 5, 16, 17, 768})
+    for (int64_t rows : {1, 3, 200}) {
+      const auto x = random_vector<float>(rows * cols, uint64_t(rows * 1000 + cols), 0, 1);
+      std::vector<float> y(x.size(), -7.0f);
+      kernels::copy_rows(x.data(), y.data(), rows, cols);
+      EXPECT_EQ(y, x) << rows << "x" << cols;
+    }
+}
+
+TEST(NormKernels, EpsEntersUnderTheRoot) {
+  // A constant row: LayerNorm gives 0; RMSNorm of c gives c / sqrt(c^2 + eps).
+  const std::vector<double> x(16, 0.01);
+  std::vector<double> y(16);
+  kernels::rms_norm(x.data(), nullptr, nullptr, y.data(), 1, 16, 1e-4);
+  EXPECT_NEAR(y[0], 0.01 / std::sqrt(1e-4 + 1e-4), 1e-15);
+  kernels::layer_norm(x.data(), nullptr, nullptr, y.data(), 1, 16, 1e-4);
+  for (double v : y) EXPECT_EQ(v, 0.0);
+}
+
+}  // namespace
+}  // namespace lnv
