@@ -1,0 +1,118 @@
+#include "reports/check_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace lnv::report {
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::holds: return "holds";
+    case Outcome::fails: return "fails";
+    case Outcome::inconclusive: return "inconclusive";
+  }
+  return "?";
+}
+
+Outcome worse(Outcome a, Outcome b) {
+  auto rank = [](Outcome o) { return o == Outcome::fails ? 2 : o == Outcome::inconclusive ? 1 : 0; };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+Outcome CheckReport::outcome() const {
+  Outcome o = Outcome::holds;
+  for (const CheckResult& r : results) o = worse(o, r.outcome);
+  return o;
+}
+
+size_t CheckReport::count(Outcome o) const {
+  size_t n = 0;
+  for (const CheckResult& r : results) n += r.outcome == o;
+  return n;
+}
+
+void to_json(nlohmann::json& j, const Divergence& d) {
+  j = {{"quantity", d.quantity},         {"trial", d.trial},
+       {"seed", d.seed},                 {"max_abs", d.max_abs},
+       {"first_node", d.first_node},     {"chain", d.chain},
+       {"element", d.element},           {"original_value", d.original_value},
+       {"rewrite_value", d.rewrite_value}};
+}
+
+void to_json(nlohmann::json& j, const CheckResult& r) {
+  j = {{"kind", r.kind},       {"subject", r.subject},   {"outcome", outcome_name(r.outcome)},
+       {"detail", r.detail},   {"max_abs", r.max_abs},   {"max_rel", r.max_rel},
+       {"bound", r.bound},     {"bits", r.bits},         {"attempts", r.attempts},
+       {"centered", r.centered}};
+  if (r.divergence) j["divergence"] = *r.divergence;
+}
+
+void to_json(nlohmann::json& j, const Drift& d) {
+  j = {{"layer_norm", d.layer_norm}, {"output", d.output}, {"max_abs", d.max_abs},
+       {"max_rel", d.max_rel}};
+}
+
+void to_json(nlohmann::json& j, const CheckReport& r) {
+  j = {{"format", "lnverify.check"},
+       {"version", 1},
+       {"model", r.model},
+       {"mode", mode_name(r.mode)},
+       {"bits", r.bits},
+       {"trials", r.trials},
+       {"seed", r.seed},
+       {"layer_norms", r.layer_norms},
+       {"foldable", r.foldable},
+       {"outcome", outcome_name(r.outcome())},
+       {"counts",
+        {{"holds", r.count(Outcome::holds)},
+         {"fails", r.count(Outcome::fails)},
+         {"inconclusive", r.count(Outcome::inconclusive)}}},
+       {"checks", r.results},
+       {"training_drift", r.drift}};
+}
+
+namespace {
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+}  // namespace
+
+std::string to_text(const CheckReport& r) {
+  std::ostringstream os;
+  os << "check " << r.model << "  mode " << mode_name(r.mode) << "  " << r.bits << " bits  "
+     << r.trials << " trials  seed " << r.seed << "\n"
+     << r.layer_norms << " LayerNorm(s), " << r.foldable << " foldable in this mode\n";
+  for (const CheckResult& c : r.results) {
+    os << "  " << outcome_name(c.outcome) << "  " << c.kind << " " << c.subject
+       << "  max abs " << sci(c.max_abs) << " rel " << sci(c.max_rel) << " (bound "
+       << sci(c.bound) << ", " << c.bits << " bits";
+    if (c.kind == "ln_tight") os << ", " << c.attempts << " forced folds";
+    os << ")\n";
+    if (c.outcome != Outcome::holds && !c.detail.empty()) os << "      " << c.detail << "\n";
+    if (c.divergence) {
+      const Divergence& d = *c.divergence;
+      os << "      " << d.quantity << " differs on trial " << d.trial << " (run seed " << d.seed
+         << "): element " << d.element << " original " << d.original_value << " rewrite "
+         << d.rewrite_value << "\n";
+      if (!d.first_node.empty()) {
+        os << "      first node where they part: '" << d.first_node << "'; chain:";
+        for (const std::string& n : d.chain) os << " " << n;
+        os << "\n";
+      }
+    }
+  }
+  if (!r.drift.empty()) {
+    os << "training-mode drift of the inference rewrite (LNs foldable in inference only):\n";
+    for (const Drift& d : r.drift)
+      os << "  " << d.layer_norm << " -> output " << d.output << ": max abs " << sci(d.max_abs)
+         << ", max rel " << sci(d.max_rel) << "\n";
+  }
+  os << "result: " << outcome_name(r.outcome()) << " (" << r.count(Outcome::holds) << " hold, "
+     << r.count(Outcome::fails) << " fail, " << r.count(Outcome::inconclusive)
+     << " inconclusive)\n";
+  return os.str();
+}
+
+}  // namespace lnv::report
