@@ -666,6 +666,10 @@ rc::Gen<Graph> gen_graph(const GenConfig& cfg) {
   return rc::gen::map(gen_recipe(cfg), [cfg](const Recipe& r) { return build_graph(r, cfg); });
 }
 
+rc::Shrinkable<Graph> generate_case(const GenConfig& cfg, uint64_t seed) {
+  return gen_graph(cfg)(rc::Random(seed), 100);
+}
+
 std::vector<std::string> graph_tags(const Graph& g) {
   std::set<std::string> tags;
   std::set<std::string> param_uses;

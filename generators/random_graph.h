@@ -63,6 +63,10 @@ Graph build_graph(const Recipe& recipe, const GenConfig& cfg);
 rc::Gen<Recipe> gen_recipe(const GenConfig& cfg);
 rc::Gen<Graph> gen_graph(const GenConfig& cfg);
 
+// One case of a campaign outside RapidCheck's runner (lnverify fuzz, the teeth test):
+// the graph generated from `seed` at full size, with its shrinks.
+rc::Shrinkable<Graph> generate_case(const GenConfig& cfg, uint64_t seed);
+
 // Labels for RC_TAG/RC_CLASSIFY: the op kinds a graph contains ("op:linear", ...) and
 // structural features ("conv:grouped", "dropout", "tied", "outputs>1", ...).
 std::vector<std::string> graph_tags(const Graph& g);
