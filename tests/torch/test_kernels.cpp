@@ -1,5 +1,5 @@
-// The fused norm kernels (torch/kernels/norm_kernels.h) against naive long-double loops,
-// in float and double, over
+// The fused norm kernels (torch/kernels/norm_kernels.h) against naive long-double loops
+// and against the reference evaluator (core/eval/evaluator.h), in float and double, over
 // widths that exercise the vector body, the short vector loop and the scalar tail, with
 // and without weight/bias, and with row counts that run both single- and multi-threaded.
 #include <cmath>
@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/eval/evaluator.h"
+#include "core/graph.h"
 #include "torch/kernels/norm_kernels.h"
 
 namespace lnv {
@@ -189,6 +191,88 @@ TEST(NormKernels, EpsEntersUnderTheRoot) {
   EXPECT_NEAR(y[0], 0.01 / std::sqrt(1e-4 + 1e-4), 1e-15);
   kernels::layer_norm(x.data(), nullptr, nullptr, y.data(), 1, 16, 1e-4);
   for (double v : y) EXPECT_EQ(v, 0.0);
+}
+
+// ---------------------------------------------------------------- reference evaluator
+
+// A one-node graph: x [rows, cols] -> norm over the last axis (weight/bias as given).
+Graph norm_graph(Norm kind, int64_t rows, int64_t cols, double eps,
+                 const std::vector<double>* w, const std::vector<double>* b) {
+  Graph g;
+  g.name = "norm";
+  g.inputs.push_back({"x", {rows, cols}, DType::float_, 0});
+  Node n;
+  n.name = "y";
+  n.op = kind == Norm::rms ? Op::rms_norm : Op::layer_norm;
+  n.inputs = {"x"};
+  n.axes = {-1};
+  n.eps = eps;
+  auto add_param = [&](const std::string& name, const std::vector<double>& values) {
+    Param p;
+    p.name = name;
+    p.shape = {cols};
+    p.values = values;
+    g.params.push_back(p);
+    return name;
+  };
+  if (w) n.weight = add_param("w", *w);
+  if (b) n.bias = add_param("b", *b);
+  g.nodes.push_back(n);
+  g.outputs = {"y"};
+  g.finalize();
+  return g;
+}
+
+TEST(NormKernels, DoubleKernelsMatchReferenceEvaluator) {
+  uint64_t seed = 500;
+  for (Norm kind : {Norm::rms, Norm::layer})
+    for (const Case& c : {Case{5, 768, true, true}, Case{3, 45, true, false},
+                          Case{9, 7, false, true}, Case{1, 100, false, false}}) {
+      const auto x = random_vector<double>(c.rows * c.cols, seed++, 0.3, 1.5);
+      const auto w = random_vector<double>(c.cols, seed++, 1.0, 0.5);
+      const auto b = random_vector<double>(c.cols, seed++, 0.0, 0.5);
+      const double eps = 1e-5;
+      const Graph g = norm_graph(kind, c.rows, c.cols, eps, c.weight ? &w : nullptr,
+                                 c.bias ? &b : nullptr);
+      const auto ev = eval::evaluate<double>(g, {Tensor<double>({c.rows, c.cols}, x)}, {});
+      std::vector<double> y(x.size());
+      const double* wp = c.weight ? w.data() : nullptr;
+      const double* bp = c.bias ? b.data() : nullptr;
+      if (kind == Norm::rms)
+        kernels::rms_norm(x.data(), wp, bp, y.data(), c.rows, c.cols, eps);
+      else
+        kernels::layer_norm(x.data(), wp, bp, y.data(), c.rows, c.cols, eps);
+      const std::vector<double>& want = ev.outputs.at(0).data;
+      ASSERT_EQ(want.size(), y.size());
+      const Naive mag = naive_norm<double>(kind, x, wp, bp, c.rows, c.cols, eps);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_LE(std::fabs(y[i] - want[i]), 1e-14 * double(mag.magnitude[i]))
+            << (kind == Norm::rms ? "rms" : "layer") << " " << c.rows << "x" << c.cols
+            << " at " << i;
+    }
+}
+
+// The float kernels against the evaluator run in double on the same (float) inputs.
+TEST(NormKernels, FloatKernelsMatchReferenceEvaluator) {
+  uint64_t seed = 900;
+  for (Norm kind : {Norm::rms, Norm::layer}) {
+    const int64_t rows = 64, cols = 768;
+    const auto xf = random_vector<float>(rows * cols, seed++, 0.1, 1.0);
+    const auto wf = random_vector<float>(cols, seed++, 1.0, 0.3);
+    const auto bf = random_vector<float>(cols, seed++, 0.0, 0.3);
+    const std::vector<double> x(xf.begin(), xf.end()), w(wf.begin(), wf.end()),
+        b(bf.begin(), bf.end());
+    const Graph g = norm_graph(kind, rows, cols, 1e-5, &w, &b);
+    const auto ev = eval::evaluate<double>(g, {Tensor<double>({rows, cols}, x)}, {});
+    std::vector<float> y(xf.size());
+    run_kernel<float>(kind, xf, wf.data(), bf.data(), y, rows, cols, 1e-5f);
+    std::vector<long double> want(ev.outputs.at(0).data.begin(),
+                                  ev.outputs.at(0).data.end());
+    expect_close(y, want,
+                 naive_norm(kind, xf, wf.data(), bf.data(), rows, cols, 1e-5).magnitude,
+                 tolerance<float>(), kind == Norm::rms ? "rms vs evaluator"
+                                                       : "layer vs evaluator");
+  }
 }
 
 }  // namespace
