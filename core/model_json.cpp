@@ -1,0 +1,676 @@
+#include "core/model_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/random.h"
+#include "core/safetensors.h"
+
+namespace lnv {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "lnverify.model";
+constexpr int kVersion = 1;
+
+// A JSON pointer one level down (RFC 6901 escaping).
+std::string child(const std::string& path, const std::string& key) {
+  std::string out = path + "/";
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+std::string child(const std::string& path, size_t index) {
+  return path + "/" + std::to_string(index);
+}
+
+// A short rendering of a JSON value for error messages.
+std::string show(const json& j) {
+  std::string s = j.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// Reads typed values out of the JSON, each error naming the JSON pointer and, through
+// `context`, the node or param being read (" (node 'h')").
+class Reader {
+ public:
+  std::string context;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw ModelError(path, what + context);
+  }
+
+  void expect_object(const json& j, const std::string& path) const {
+    if (!j.is_object()) fail(path, "expected an object, got " + show(j));
+  }
+
+  // Every key of `obj` must be in `allowed`.
+  void only_keys(const json& obj, const std::string& path,
+                 std::initializer_list<const char*> allowed) const {
+    for (const auto& [k, v] : obj.items()) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || k == a;
+      if (!ok) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(child(path, k), "unknown field '" + k + "' (allowed here: " + list + ")");
+      }
+    }
+  }
+
+  const json& required(const json& obj, const std::string& path, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path, std::string("missing required field '") + key + "'");
+    return *it;
+  }
+
+  std::string string(const json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "expected a string, got " + show(j));
+    return j.get<std::string>();
+  }
+
+  bool boolean(const json& j, const std::string& path) const {
+    if (!j.is_boolean()) fail(path, "expected true or false, got " + show(j));
+    return j.get<bool>();
+  }
+
+  int64_t integer(const json& j, const std::string& path) const {
+    if (j.is_number_unsigned()) {
+      if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        fail(path, "integer " + show(j) + " is too large");
+      return static_cast<int64_t>(j.get<uint64_t>());
+    }
+    if (!j.is_number_integer()) fail(path, "expected an integer, got " + show(j));
+    return j.get<int64_t>();
+  }
+
+  double number(const json& j, const std::string& path) const {
+    if (!j.is_number()) fail(path, "expected a number, got " + show(j));
+    const double v = j.get<double>();
+    if (!std::isfinite(v)) fail(path, "expected a finite number, got " + show(j));
+    return v;
+  }
+
+  std::vector<int64_t> integers(const json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, "expected an array of integers, got " + show(j));
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(integer(j[i], child(path, i)));
+    return out;
+  }
+
+  std::vector<std::string> strings(const json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, "expected an array of strings, got " + show(j));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < j.size(); ++i) out.push_back(string(j[i], child(path, i)));
+    return out;
+  }
+
+  // An int, or a non-empty list of ints (conv stride/padding/dilation).
+  std::vector<int64_t> int_or_list(const json& j, const std::string& path) const {
+    if (j.is_array()) {
+      if (j.empty()) fail(path, "expected an integer or a non-empty list of integers");
+      return integers(j, path);
+    }
+    if (!j.is_number_integer())
+      fail(path, "expected an integer or a list of integers, got " + show(j));
+    return {integer(j, path)};
+  }
+
+  // A shape: an array of positive integers.
+  Shape shape(const json& j, const std::string& path) const {
+    Shape s = integers(j, path);
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] <= 0)
+        fail(child(path, i), "expected a positive dimension, got " + std::to_string(s[i]));
+    return s;
+  }
+};
+
+void check_finite(const std::vector<double>& v, const std::string& path,
+                  const std::string& param, const std::string& source) {
+  for (size_t k = 0; k < v.size(); ++k)
+    if (!std::isfinite(v[k]))
+      throw ModelError(path, "param '" + param + "' has a non-finite value (" +
+                                 std::to_string(v[k]) + ") at flat index " +
+                                 std::to_string(k) + source);
+}
+
+// --- reading ---
+
+class ModelParser {
+ public:
+  explicit ModelParser(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+
+  Graph parse(const json& j) {
+    Reader r;
+    r.expect_object(j, "");
+    r.only_keys(j, "", {"format", "version", "name", "seed", "meta", "inputs", "params",
+                        "nodes", "outputs"});
+    const std::string format = r.string(r.required(j, "", "format"), "/format");
+    if (format != kFormat)
+      r.fail("/format", "expected \"" + std::string(kFormat) + "\", got \"" + format + "\"");
+    const int64_t version = r.integer(r.required(j, "", "version"), "/version");
+    if (version != kVersion)
+      r.fail("/version", "unsupported version " + std::to_string(version) +
+                             " (this lnverify reads version " + std::to_string(kVersion) + ")");
+    Graph g;
+    g.base_dir = base_dir_;
+    if (j.contains("name")) g.name = r.string(j["name"], "/name");
+    if (j.contains("seed")) {
+      if (!j["seed"].is_number_unsigned() &&
+          !(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0))
+        r.fail("/seed", "expected a non-negative integer, got " + show(j["seed"]));
+      g.seed = j["seed"].get<uint64_t>();
+    }
+    if (j.contains("meta")) {
+      r.expect_object(j["meta"], "/meta");
+      g.meta = j["meta"];
+    }
+    if (j.contains("inputs")) {
+      const json& a = array(j["inputs"], "/inputs");
+      for (size_t i = 0; i < a.size(); ++i) g.inputs.push_back(input(a[i], child("/inputs", i)));
+    }
+    if (j.contains("params")) {
+      const json& a = array(j["params"], "/params");
+      for (size_t i = 0; i < a.size(); ++i)
+        g.params.push_back(param(a[i], child("/params", i), g.seed));
+    }
+    const json& nodes = array(r.required(j, "", "nodes"), "/nodes");
+    for (size_t i = 0; i < nodes.size(); ++i) g.nodes.push_back(node(nodes[i], child("/nodes", i)));
+    g.outputs = r.strings(r.required(j, "", "outputs"), "/outputs");
+    g.finalize();
+    return g;
+  }
+
+ private:
+  const json& array(const json& j, const std::string& path) const {
+    if (!j.is_array()) Reader{}.fail(path, "expected an array, got " + show(j));
+    return j;
+  }
+
+  Input input(const json& j, const std::string& path) const {
+    Reader r;
+    r.expect_object(j, path);
+    Input in;
+    in.name = r.string(r.required(j, path, "name"), child(path, "name"));
+    r.context = " (input '" + in.name + "')";
+    r.only_keys(j, path, {"name", "shape", "dtype", "range"});
+    in.shape = r.shape(r.required(j, path, "shape"), child(path, "shape"));
+    const std::string dtype = j.contains("dtype") ? r.string(j["dtype"], child(path, "dtype"))
+                                                  : "float";
+    if (dtype == "float") {
+      in.dtype = DType::float_;
+      if (j.contains("range"))
+        r.fail(child(path, "range"), "'range' applies to index inputs only");
+    } else if (dtype == "index") {
+      in.dtype = DType::index;
+      in.range = r.integer(r.required(j, path, "range"), child(path, "range"));
+      if (in.range <= 0)
+        r.fail(child(path, "range"), "expected a positive range, got " + std::to_string(in.range));
+    } else {
+      r.fail(child(path, "dtype"), "expected \"float\" or \"index\", got \"" + dtype + "\"");
+    }
+    return in;
+  }
+
+  Param param(const json& j, const std::string& path, uint64_t seed) {
+    Reader r;
+    r.expect_object(j, path);
+    Param p;
+    p.name = r.string(r.required(j, path, "name"), child(path, "name"));
+    r.context = " (param '" + p.name + "')";
+    r.only_keys(j, path, {"name", "shape", "data", "init", "file"});
+    p.shape = r.shape(r.required(j, path, "shape"), child(path, "shape"));
+    const int sources = int(j.contains("data")) + int(j.contains("init")) + int(j.contains("file"));
+    if (sources != 1)
+      r.fail(path, "expected exactly one of 'data', 'init' or 'file', got " +
+                       std::to_string(sources));
+    const int64_t count = numel(p.shape);
+    if (j.contains("data")) {
+      const std::string at = child(path, "data");
+      const json& d = j["data"];
+      if (!d.is_array()) r.fail(at, "expected an array of numbers, got " + show(d));
+      if (static_cast<int64_t>(d.size()) != count)
+        r.fail(at, "expected " + std::to_string(count) + " numbers for shape " +
+                       to_string(p.shape) + ", got " + std::to_string(d.size()));
+      p.source = ParamSource::data;
+      p.values.reserve(count);
+      for (size_t k = 0; k < d.size(); ++k) p.values.push_back(r.number(d[k], child(at, k)));
+    } else if (j.contains("init")) {
+      const std::string at = child(path, "init");
+      p.source = ParamSource::init;
+      p.init = init_spec(r, j["init"], at);
+      p.values = init_values(p.init, count, seed, p.name);
+      check_finite(p.values, at, p.name, " drawn from its init");
+    } else {
+      const std::string at = child(path, "file");
+      const json& f = j["file"];
+      r.expect_object(f, at);
+      r.only_keys(f, at, {"path", "key"});
+      p.source = ParamSource::file;
+      p.file.path = r.string(r.required(f, at, "path"), child(at, "path"));
+      p.file.key = r.string(r.required(f, at, "key"), child(at, "key"));
+      SafetensorsTensor t;
+      try {
+        t = reader(p.file.path).read(p.file.key);
+      } catch (const ModelError& e) {
+        r.fail(at, e.what());
+      }
+      if (t.shape != p.shape)
+        r.fail(at, "tensor '" + p.file.key + "' in " + p.file.path + " has shape " +
+                       to_string(t.shape) + ", expected " + to_string(p.shape));
+      p.values = std::move(t.values);
+      check_finite(p.values, at, p.name, " in " + p.file.path + " [" + p.file.key + "]");
+    }
+    return p;
+  }
+
+  InitSpec init_spec(const Reader& r, const json& j, const std::string& path) const {
+    r.expect_object(j, path);
+    InitSpec s;
+    s.dist = r.string(r.required(j, path, "dist"), child(path, "dist"));
+    if (s.dist == "normal") {
+      r.only_keys(j, path, {"dist", "mean", "std"});
+      if (j.contains("mean")) s.mean = r.number(j["mean"], child(path, "mean"));
+      s.std = r.number(r.required(j, path, "std"), child(path, "std"));
+      if (s.std < 0) r.fail(child(path, "std"), "expected std >= 0, got " + show(j["std"]));
+    } else if (s.dist == "uniform") {
+      r.only_keys(j, path, {"dist", "low", "high"});
+      s.low = r.number(r.required(j, path, "low"), child(path, "low"));
+      s.high = r.number(r.required(j, path, "high"), child(path, "high"));
+      if (s.low > s.high)
+        r.fail(path, "expected low <= high, got low " + show(j["low"]) + ", high " +
+                         show(j["high"]));
+    } else {
+      r.fail(child(path, "dist"), "expected \"normal\" or \"uniform\", got \"" + s.dist + "\"");
+    }
+    return s;
+  }
+
+  const SafetensorsReader& reader(const std::string& file) {
+    const fs::path full = fs::path(base_dir_) / fs::path(file);
+    const std::string key = full.lexically_normal().string();
+    auto it = readers_.find(key);
+    if (it == readers_.end())
+      it = readers_.emplace(key, std::make_unique<SafetensorsReader>(full.string())).first;
+    return *it->second;
+  }
+
+  Node node(const json& j, const std::string& path) const {
+    Reader r;
+    r.expect_object(j, path);
+    Node n;
+    n.name = r.string(r.required(j, path, "name"), child(path, "name"));
+    r.context = " (node '" + n.name + "')";
+    const std::string op = r.string(r.required(j, path, "op"), child(path, "op"));
+    const auto parsed = op_from_name(op);
+    if (!parsed) {
+      std::string known;
+      for (int k = 0; k < static_cast<int>(Op::kCount); ++k)
+        known += (k ? ", " : "") + std::string(op_name(static_cast<Op>(k)));
+      r.fail(child(path, "op"), "unknown op '" + op + "' (known: " + known + ")");
+    }
+    n.op = *parsed;
+    n.inputs = r.strings(r.required(j, path, "inputs"), child(path, "inputs"));
+    const OpInfo& info = op_info(n.op);
+    for (const auto& [key, value] : j.items()) {
+      if (key == "name" || key == "op" || key == "inputs") continue;
+      const bool known =
+          std::find(info.required.begin(), info.required.end(), key) != info.required.end() ||
+          std::find(info.optional.begin(), info.optional.end(), key) != info.optional.end();
+      if (!known) {
+        std::string list;
+        for (auto a : info.required) list += (list.empty() ? "" : ", ") + std::string(a);
+        for (auto a : info.optional) list += (list.empty() ? "" : ", ") + std::string(a);
+        r.fail(child(path, key), "op " + op + " has no attribute '" + key + "' (it takes: " +
+                                     (list.empty() ? std::string("none") : list) + ")");
+      }
+      set_attribute(r, n, key, value, child(path, key));
+    }
+    for (auto a : info.required)
+      if (!j.contains(std::string(a)))
+        r.fail(path, "op " + op + " needs attribute '" + std::string(a) + "'");
+    return n;
+  }
+
+  static void set_attribute(const Reader& r, Node& n, const std::string& key, const json& v,
+                            const std::string& at) {
+    std::string* param_attr = key == "weight"      ? &n.weight
+                              : key == "bias"      ? &n.bias
+                              : key == "weight_ih" ? &n.weight_ih
+                              : key == "weight_hh" ? &n.weight_hh
+                              : key == "wq"        ? &n.wq
+                              : key == "wk"        ? &n.wk
+                              : key == "wv"        ? &n.wv
+                              : key == "wo"        ? &n.wo
+                              : key == "bq"        ? &n.bq
+                              : key == "bk"        ? &n.bk
+                              : key == "bv"        ? &n.bv
+                              : key == "bo"        ? &n.bo
+                                                   : nullptr;
+    if (param_attr) *param_attr = r.string(v, at);
+    else if (key == "cbwc") n.cbwc = r.boolean(v, at);
+    else if (key == "keepdims") n.keepdims = r.boolean(v, at);
+    else if (key == "causal") n.causal = r.boolean(v, at);
+    else if (key == "transpose_b") n.transpose_b = r.boolean(v, at);
+    else if (key == "axes") n.axes = r.integers(v, at);
+    else if (key == "perm") n.perm = r.integers(v, at);
+    else if (key == "shape") n.shape = r.integers(v, at);
+    else if (key == "eps") n.eps = r.number(v, at);
+    else if (key == "factor") n.factor = r.number(v, at);
+    else if (key == "p") n.p = r.number(v, at);
+    else if (key == "axis") n.axis = r.integer(v, at);
+    else if (key == "heads") n.heads = r.integer(v, at);
+    else if (key == "groups") n.groups = r.integer(v, at);
+    else if (key == "stride") n.stride = r.int_or_list(v, at);
+    else if (key == "padding") n.padding = r.int_or_list(v, at);
+    else if (key == "dilation") n.dilation = r.int_or_list(v, at);
+    else if (key == "activation") n.activation = r.string(v, at);
+    else if (key == "norm") n.norm = rnn_norm(r, v, at);
+    else throw InternalError("model_json: op table attribute '" + key + "' has no reader");
+  }
+
+  static RnnNorm rnn_norm(const Reader& r, const json& j, const std::string& path) {
+    r.expect_object(j, path);
+    r.only_keys(j, path, {"kind", "eps", "weight", "bias"});
+    RnnNorm norm;
+    if (j.contains("kind")) {
+      const std::string kind = r.string(j["kind"], child(path, "kind"));
+      if (kind == "layer_norm") norm.kind = Op::layer_norm;
+      else if (kind == "rms_norm") norm.kind = Op::rms_norm;
+      else r.fail(child(path, "kind"), "expected \"layer_norm\" or \"rms_norm\", got \"" + kind + "\"");
+    }
+    if (j.contains("eps")) norm.eps = r.number(j["eps"], child(path, "eps"));
+    if (j.contains("weight")) norm.weight = r.string(j["weight"], child(path, "weight"));
+    if (j.contains("bias")) norm.bias = r.string(j["bias"], child(path, "bias"));
+    return norm;
+  }
+
+  std::string base_dir_;
+  std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
+};
+
+// Parses text as JSON, rejecting duplicate keys (which nlohmann would silently merge).
+json parse_json_text(const std::string& text, const std::string& source) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
+      case json::parse_event_t::object_end: open_objects.pop_back(); break;
+      case json::parse_event_t::key:
+        if (!open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+          duplicate = parsed.get<std::string>();
+        break;
+      default: break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, on_event);
+  } catch (const json::parse_error& e) {
+    throw ModelError(source, std::string("invalid JSON: ") + e.what());
+  } catch (const json::exception& e) {
+    throw ModelError(source, std::string("invalid JSON: ") + e.what());
+  }
+  if (!duplicate.empty())
+    throw ModelError(source, "invalid JSON: the key '" + duplicate + "' appears twice in an object");
+  return j;
+}
+
+// --- writing ---
+
+// Attribute values as JSON, so that a node's attributes can be compared with defaults.
+json attribute_json(const Node& n, std::string_view key) {
+  auto ints_or_int = [](const std::vector<int64_t>& v) {
+    return v.size() == 1 ? json(v[0]) : json(v);
+  };
+  if (key == "weight") return n.weight;
+  if (key == "bias") return n.bias;
+  if (key == "weight_ih") return n.weight_ih;
+  if (key == "weight_hh") return n.weight_hh;
+  if (key == "wq") return n.wq;
+  if (key == "wk") return n.wk;
+  if (key == "wv") return n.wv;
+  if (key == "wo") return n.wo;
+  if (key == "bq") return n.bq;
+  if (key == "bk") return n.bk;
+  if (key == "bv") return n.bv;
+  if (key == "bo") return n.bo;
+  if (key == "cbwc") return n.cbwc;
+  if (key == "keepdims") return n.keepdims;
+  if (key == "causal") return n.causal;
+  if (key == "transpose_b") return n.transpose_b;
+  if (key == "axes") return n.axes;
+  if (key == "perm") return n.perm;
+  if (key == "shape") return n.shape;
+  if (key == "eps") return n.eps;
+  if (key == "factor") return n.factor;
+  if (key == "p") return n.p;
+  if (key == "axis") return n.axis;
+  if (key == "heads") return n.heads;
+  if (key == "groups") return n.groups;
+  if (key == "stride") return ints_or_int(n.stride);
+  if (key == "padding") return ints_or_int(n.padding);
+  if (key == "dilation") return ints_or_int(n.dilation);
+  if (key == "activation") return n.activation;
+  if (key == "norm") {
+    if (!n.norm) return nullptr;
+    json o = json::object();
+    if (n.norm->kind != Op::layer_norm) o["kind"] = std::string(op_name(n.norm->kind));
+    o["eps"] = n.norm->eps;
+    if (!n.norm->weight.empty()) o["weight"] = n.norm->weight;
+    if (!n.norm->bias.empty()) o["bias"] = n.norm->bias;
+    return o;
+  }
+  throw InternalError("model_json: op table attribute '" + std::string(key) + "' has no writer");
+}
+
+json node_json(const Node& n) {
+  json o = json::object();
+  o["name"] = n.name;
+  o["op"] = std::string(op_name(n.op));
+  o["inputs"] = n.inputs;
+  const OpInfo& info = op_info(n.op);
+  for (auto key : info.required) o[std::string(key)] = attribute_json(n, key);
+  static const Node defaults;
+  for (auto key : info.optional) {
+    json v = attribute_json(n, key);
+    // Optional attributes are written when they differ from the default; a norm's eps
+    // always, since it is part of what a reader wants to see.
+    if (v != attribute_json(defaults, key) || key == "eps") o[std::string(key)] = std::move(v);
+  }
+  return o;
+}
+
+// The path of `file` (relative to `from_dir`) as seen from `to_dir`.
+std::string rebase_path(const std::string& file, const std::string& from_dir,
+                        const std::string& to_dir) {
+  const fs::path f(file);
+  if (f.is_absolute()) return f.lexically_normal().generic_string();
+  const fs::path src = (fs::absolute(from_dir.empty() ? "." : from_dir) / f).lexically_normal();
+  const fs::path dst = fs::absolute(to_dir.empty() ? "." : to_dir).lexically_normal();
+  const fs::path rel = src.lexically_relative(dst);
+  return rel.empty() ? src.generic_string() : rel.generic_string();
+}
+
+// Whether the file a param came from still holds exactly its values.
+bool file_matches(const Param& p, const std::string& base_dir) {
+  try {
+    const SafetensorsTensor t =
+        read_safetensors_tensor((fs::path(base_dir) / p.file.path).string(), p.file.key);
+    return t.shape == p.shape && t.values == p.values;
+  } catch (const ModelError&) {
+    return false;
+  }
+}
+
+json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir) {
+  json o = json::object();
+  o["name"] = p.name;
+  o["shape"] = p.shape;
+  const bool raw = p.center_axes.empty();
+  if (raw && p.source == ParamSource::init &&
+      init_values(p.init, numel(p.shape), g.seed, p.name) == p.values) {
+    json init = {{"dist", p.init.dist}};
+    if (p.init.dist == "normal") {
+      if (p.init.mean != 0.0) init["mean"] = p.init.mean;
+      init["std"] = p.init.std;
+    } else {
+      init["low"] = p.init.low;
+      init["high"] = p.init.high;
+    }
+    o["init"] = std::move(init);
+  } else if (raw && p.source == ParamSource::file && file_matches(p, g.base_dir)) {
+    o["file"] = {{"path", rebase_path(p.file.path, g.base_dir, out_dir)}, {"key", p.file.key}};
+  } else {
+    std::vector<double> values = effective_values(p);
+    check_finite(values, "/params/" + std::to_string(index), p.name, "");
+    o["data"] = std::move(values);
+  }
+  return o;
+}
+
+json input_json(const Input& in) {
+  json o = {{"name", in.name}, {"shape", in.shape}};
+  o["dtype"] = in.dtype == DType::index ? "index" : "float";
+  if (in.dtype == DType::index) o["range"] = in.range;
+  return o;
+}
+
+// Key order of the written text: the format's order for known keys, then alphabetical.
+int key_rank(const std::string& k) {
+  static const char* order[] = {"format", "version", "name",  "op",    "seed", "meta",
+                                "inputs", "params",  "nodes", "outputs", "shape", "dtype",
+                                "range",  "data",    "init",  "file",  "dist", "mean",
+                                "std",    "low",     "high",  "path",  "key",  "kind"};
+  for (int i = 0; i < static_cast<int>(std::size(order)); ++i)
+    if (k == order[i]) return i;
+  return static_cast<int>(std::size(order));
+}
+
+std::vector<std::string> ordered_keys(const json& o) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : o.items()) keys.push_back(k);
+  std::stable_sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+    return key_rank(a) < key_rank(b);
+  });
+  return keys;
+}
+
+std::string quoted(const std::string& s) { return json(s).dump(); }
+
+// One-line JSON with a space after ':' and ','. Model objects use the format's key order.
+void write_compact(std::string& out, const json& j) {
+  if (j.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const std::string& k : ordered_keys(j)) {
+      out += first ? "" : ", ";
+      first = false;
+      out += quoted(k) + ": ";
+      write_compact(out, j[k]);
+    }
+    out += '}';
+  } else if (j.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i) out += ", ";
+      write_compact(out, j[i]);
+    }
+    out += ']';
+  } else {
+    out += j.dump();
+  }
+}
+
+}  // namespace
+
+std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t seed,
+                                const std::string& name) {
+  SplitMix64 rng(seed, name);
+  std::vector<double> v(static_cast<size_t>(count));
+  if (spec.dist == "normal") {
+    for (double& x : v) x = spec.mean + spec.std * rng.normal();
+  } else if (spec.dist == "uniform") {
+    for (double& x : v) x = spec.low + (spec.high - spec.low) * rng.uniform();
+  } else {
+    throw ModelError("", "param '" + name + "': unknown init dist '" + spec.dist + "'");
+  }
+  return v;
+}
+
+Graph parse_model(const nlohmann::json& j, const std::string& base_dir) {
+  return ModelParser(base_dir).parse(j);
+}
+
+Graph load_model(const std::string& path) {
+  const json j = parse_json_text(read_file(path), path);
+  return parse_model(j, fs::path(path).parent_path().string());
+}
+
+nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
+  json j = json::object();
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["name"] = g.name;
+  j["seed"] = g.seed;
+  if (!g.meta.is_null()) j["meta"] = g.meta;
+  j["inputs"] = json::array();
+  for (const Input& in : g.inputs) j["inputs"].push_back(input_json(in));
+  j["params"] = json::array();
+  for (size_t i = 0; i < g.params.size(); ++i)
+    j["params"].push_back(param_json(g, g.params[i], i, out_dir));
+  j["nodes"] = json::array();
+  for (const Node& n : g.nodes) j["nodes"].push_back(node_json(n));
+  j["outputs"] = g.outputs;
+  return j;
+}
+
+std::string model_to_text(const Graph& g, const std::string& out_dir) {
+  const json j = model_to_json(g, out_dir);
+  std::string out = "{\n";
+  const std::vector<std::string> keys = ordered_keys(j);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const std::string& key = keys[k];
+    const json& v = j[key];
+    out += "  " + quoted(key) + ": ";
+    if (key == "meta") {  // free-form: indented as nlohmann writes it
+      std::string m = v.dump(2);
+      for (size_t pos = m.find('\n'); pos != std::string::npos; pos = m.find('\n', pos + 3))
+        m.replace(pos, 1, "\n  ");
+      out += m;
+    } else if ((key == "inputs" || key == "params" || key == "nodes") && !v.empty()) {
+      out += "[\n";
+      for (size_t i = 0; i < v.size(); ++i) {
+        out += "    ";
+        write_compact(out, v[i]);
+        out += i + 1 < v.size() ? ",\n" : "\n";
+      }
+      out += "  ]";
+    } else {
+      write_compact(out, v);
+    }
+    out += k + 1 < keys.size() ? ",\n" : "\n";
+  }
+  return out + "}\n";
+}
+
+void save_model(const Graph& g, const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  write_file_atomically(path, model_to_text(g, parent.string()));
+}
+
+}  // namespace lnv

@@ -1,0 +1,47 @@
+// model.json in and out: MODEL_FORMAT.md v1 <-> a finalized lnv::Graph.
+//
+// Reading is strict: unknown fields (outside `meta`), attributes an op does not take,
+// values of the wrong JSON type, missing required fields, unknown ops and dtypes all throw
+// ModelError whose `where` is the JSON pointer ("/nodes/3/axes/1") and whose message says
+// what was expected (and names the node or param). The graph is finalized before it is
+// returned, so names, references, cycles and shapes are checked too.
+//
+// Writing is deterministic (saving a graph twice gives the same bytes) and keeps each
+// param's source: `data` as data, `init` as init, `file` as file (path re-expressed
+// relative to the new directory). A param whose values no longer match its init or file,
+// or that has center_axes, is written as `data` holding its effective (centered) values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+
+namespace lnv {
+
+// Builds and finalizes the graph of a parsed model.json. `base_dir` is the directory
+// `file` params are relative to ("" = the current directory).
+Graph parse_model(const nlohmann::json& j, const std::string& base_dir);
+
+// Reads, parses and finalizes a model file. Invalid JSON (including duplicate keys)
+// throws ModelError naming the file, with line and column when the parser knows them.
+Graph load_model(const std::string& path);
+
+// The model.json of `g` for a file in `out_dir` (where `file` params' paths point from).
+nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);
+
+// The exact text save_model writes: one line per input, param and node.
+std::string model_to_text(const Graph& g, const std::string& out_dir);
+
+// Writes `g` to `path` atomically (never a partial file). Overwrites an existing file.
+void save_model(const Graph& g, const std::string& path);
+
+// The values of an `init` param: the SplitMix64 stream of `name` under `seed`, `count`
+// draws in row-major order (MODEL_FORMAT.md, "Random numbers").
+std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t seed,
+                                const std::string& name);
+
+}  // namespace lnv
