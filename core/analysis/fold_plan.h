@@ -47,6 +47,8 @@ struct LnVerdict {
   // the candidates a forced fold may center.
   std::vector<CenterTerm> terms;
   bool opaque = false;  // an opaque atom survives in the mean (no centering can help)
+  // How many terms survive in the mean (also when `terms` is not listed, see DetectOptions).
+  size_t term_count = 0;
 };
 
 struct FoldPlan {
@@ -59,6 +61,14 @@ struct FoldPlan {
 
 // Precondition: g is finalized. Never throws for a valid graph.
 FoldPlan detect_foldable(const Graph& g, Mode mode);
+
+struct DetectOptions {
+  // List every LN's surviving terms in LnVerdict::terms. On a deep pre-norm residual
+  // stream LN k has k terms, so the lists alone are quadratic in depth; the analysis
+  // itself (verdicts, reasons, the plan's union `center`) stays near linear without them.
+  bool list_terms = true;
+};
+FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options);
 
 // Precondition: g is finalized and plan refers to its nodes. Returns a finalized Graph:
 // inference — centered weights (Param::center_axes / zeroed params, untied copies named

@@ -1,0 +1,1128 @@
+// detect_foldable: the foldability analysis of DESIGN.md ("The semantics the detector must
+// implement"), as two cooperating passes over a finalized graph:
+//
+//  * mean forms (forward, on demand, memoized per (value, axes)): the mean of a value over
+//    a set of its axes as a sparse linear combination of atoms (mean_form.h). An LN over A
+//    asks for the mean of its input over A; every surviving atom must be a centerable term.
+//  * deviation safety (forward from each term, memoized per (value, constant axes U)):
+//    centering a term adds a deviation δ constant along U; it must be absorbed or
+//    cancelled before every graph output, along every path.
+//
+// Both passes use explicit stacks (a 10^6-node residual stream must not overflow the call
+// stack) and share structure, so the whole analysis is O(n log n) on a deep pre-norm stack.
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/analysis/axes_mask.h"
+#include "core/analysis/fold_plan.h"
+#include "core/analysis/mean_form.h"
+#include "core/error.h"
+
+namespace lnv {
+
+size_t FoldPlan::foldable_count(Mode m) const {
+  size_t n = 0;
+  for (const LnVerdict& v : layer_norms) n += v.foldable[static_cast<int>(m)] ? 1 : 0;
+  return n;
+}
+
+namespace {
+
+using analysis::bit;
+using analysis::Entry;
+using analysis::EntryStatus;
+using analysis::Form;
+using analysis::FormPool;
+using analysis::Mask;
+using analysis::subset;
+
+struct KeyHash {
+  size_t operator()(const std::pair<int32_t, Mask>& k) const {
+    return std::hash<uint64_t>()(k.second * 0x9E3779B97F4A7C15ull ^ uint64_t(k.first));
+  }
+};
+using Key = std::pair<int32_t, Mask>;
+
+// Why a deviation stops being harmless at a node.
+enum class BreakKind : uint8_t {
+  output,       // the node is a graph output
+  nonlinear,    // elementwise nonlinearity
+  norm_axes,    // layer_norm / softmax / center-free norm over axes the shift varies along
+  max_axes,     // max over axes the shift varies along
+  rms_norm,     // an original rms_norm (does not subtract the mean)
+  gate,         // enters attention scores or a recurrence
+  denominator,  // enters a divisor
+  index,        // enters an index operand
+};
+
+struct Safety {
+  bool ok = true;
+  int32_t break_node = -1;  // the node where it breaks
+  BreakKind kind = BreakKind::output;
+  Key next{-1, 0};           // the successor on the failing route (-1: breaks right here)
+  bool next_dropped = false;  // the edge into `next` lost constant axes
+};
+
+enum class IssueKind : uint8_t {
+  graph_input,
+  nonlinear_output,
+  dropout_training,
+  norm_with_weight,
+  norm_other_axes,
+  rms_norm_output,
+  feature_mismatch,
+  grouped_conv,
+  cbwc_other_axes,
+  per_feature_factor,
+  reshape_blocks,
+  matmul_mixing,
+};
+
+struct Issue {
+  IssueKind kind;
+  int32_t node = -1;   // the node responsible (or -1 with `input` for a graph input)
+  int32_t input = -1;  // graph input index
+  Mask feature = 0;    // feature axes (producer coordinates)
+  Mask mean = 0;       // axes of the mean (producer coordinates)
+};
+
+struct Term {
+  CenterTerm term;
+  Safety safety;
+  Key origin{-1, 0};  // where the deviation starts (node, U); -1 node: injected at an edge
+  int32_t use_node = -1, use_slot = -1;  // param terms: the edge the deviation enters by
+  Mask use_mask = 0;
+};
+
+struct EdgeResult {
+  enum Kind { absorb, pass, brk } kind = pass;
+  Mask u = 0;
+  BreakKind why = BreakKind::output;
+  bool dropped = false;
+};
+
+struct Part {
+  int k = 0;             // operand index
+  Mask mask = 0;         // axes in the operand's coordinates
+  double coeff = 1.0;
+  uint64_t tag = 0;      // requalify with this tag (0: keep keys)
+  int32_t issue = -1;    // turn terms into bad terms explained by this issue
+};
+
+struct Rule {
+  std::optional<Entry> leaf;  // an atom (no parts)
+  bool zero = false;          // the mean vanishes by construction
+  std::vector<Part> parts;
+  std::vector<Form> extra;    // param terms added directly (a norm's bias)
+};
+
+class Analyzer {
+ public:
+  Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
+    const size_t n = g.nodes.size();
+    uses_.assign(n, {});
+    for (size_t c = 0; c < n; ++c)
+      for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
+        const ValueRef& r = g.node_inputs[c][k];
+        if (r.kind == ValueRef::Kind::node) uses_[r.index].push_back({int32_t(c), int32_t(k)});
+      }
+    is_output_.assign(n, false);
+    for (const ValueRef& r : g.output_refs)
+      if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
+    live_.assign(n, false);
+    for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
+      const int32_t v = *it;
+      bool l = is_output_[v];
+      for (auto [c, k] : uses_[v]) l = l || live_[c];
+      live_[v] = l;
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (g.node_shapes[i].size() > 63)
+        throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
+  }
+
+  const Graph& graph() const { return g_; }
+  Mode mode() const { return mode_; }
+  FormPool& pool() { return pool_; }
+  const std::vector<Term>& terms() const { return terms_; }
+  const std::vector<Issue>& issues() const { return issues_; }
+  bool live(int32_t v) const { return live_[v]; }
+
+  // The mean over `mask` (axes of the operand) of operand k of node n.
+  Form operand_mean(int32_t n, int k, Mask mask) {
+    const ValueRef& r = g_.node_inputs[n][k];
+    mask &= ~analysis::size1_mask(g_.shape_of(r));
+    if (r.kind == ValueRef::Kind::node) return node_mean(r.index, mask);
+    if (r.kind == ValueRef::Kind::input) {
+      Entry e;
+      e.atom = atom_of_input(r.index);
+      e.mask = mask;
+      e.coeff = 1.0;
+      e.status = EntryStatus::opaque;
+      e.issue = add_issue({IssueKind::graph_input, -1, r.index, 0, 0});
+      return pool_.leaf(e);
+    }
+    return param_term_leaf(n, k, mask);
+  }
+
+  Form node_mean(int32_t v, Mask mask) {
+    mask &= ~analysis::size1_mask(g_.node_shapes[v]);
+    auto found = means_.find({v, mask});
+    if (found != means_.end()) return found->second;
+    std::vector<Key> stack{{v, mask}};
+    while (!stack.empty()) {
+      const Key key = stack.back();
+      if (means_.count(key)) {
+        stack.pop_back();
+        continue;
+      }
+      Rule rule = mean_rule(key.first, key.second);
+      bool ready = true;
+      for (const Part& p : rule.parts) {
+        const ValueRef& r = g_.node_inputs[key.first][p.k];
+        if (r.kind != ValueRef::Kind::node) continue;
+        const Key child{r.index, p.mask & ~analysis::size1_mask(g_.node_shapes[r.index])};
+        if (!means_.count(child)) {
+          stack.push_back(child);
+          ready = false;
+        }
+      }
+      if (!ready) continue;
+      stack.pop_back();
+      means_.emplace(key, combine(key.first, rule));
+    }
+    return means_.at({v, mask});
+  }
+
+  // Safety of a deviation constant along U at the output of node v.
+  const Safety& safety(int32_t v, Mask u) {
+    u = canon_u(v, u);
+    std::vector<Key> stack{{v, u}};
+    while (!stack.empty()) {
+      const Key key = stack.back();
+      if (safe_.count(key)) {
+        stack.pop_back();
+        continue;
+      }
+      Expansion ex = expand(key.first, key.second);
+      if (!ex.immediate.ok) {
+        safe_.emplace(key, ex.immediate);
+        stack.pop_back();
+        continue;
+      }
+      bool ready = true;
+      for (const auto& [child, dropped] : ex.children)
+        if (!safe_.count(child)) {
+          stack.push_back(child);
+          ready = false;
+        }
+      if (!ready) continue;
+      stack.pop_back();
+      Safety s;
+      for (const auto& [child, dropped] : ex.children) {
+        const Safety& cs = safe_.at(child);
+        if (!cs.ok) {
+          s = cs;
+          s.next = child;
+          s.next_dropped = dropped;
+          break;
+        }
+      }
+      safe_.emplace(key, s);
+    }
+    return safe_.at({v, u});
+  }
+
+  const Safety* safety_of(const Key& k) const {
+    auto it = safe_.find(k);
+    return it == safe_.end() ? nullptr : &it->second;
+  }
+
+  // The deviation of a param term entering node c by operand k (or the norm's bias slot,
+  // k = -1) constant along u (operand coordinates; output coordinates for k = -1).
+  Safety injected_safety(int32_t c, int k, Mask u) {
+    if (k < 0) return safety(c, u);
+    EdgeResult e = edge(c, k, u);
+    Safety s;
+    if (e.kind == EdgeResult::absorb || !live_[c]) return s;
+    if (e.kind == EdgeResult::brk) {
+      s.ok = false;
+      s.break_node = c;
+      s.kind = e.why;
+      return s;
+    }
+    const Safety& cs = safety(c, e.u);
+    if (cs.ok) return s;
+    s = cs;
+    s.next = {c, canon_u(c, e.u)};
+    s.next_dropped = e.dropped;
+    return s;
+  }
+
+  Mask canon_u(int32_t v, Mask u) const { return u | analysis::size1_mask(g_.node_shapes[v]); }
+
+  EdgeResult edge(int32_t c, int k, Mask u);
+
+ private:
+  struct Expansion {
+    Safety immediate;                          // !ok: breaks at once
+    std::vector<std::pair<Key, bool>> children;  // (successor, edge dropped axes)
+  };
+
+  const Graph& g_;
+  Mode mode_;
+  FormPool pool_;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
+  std::vector<bool> is_output_, live_;
+  std::unordered_map<Key, Form, KeyHash> means_;
+  std::unordered_map<Key, Safety, KeyHash> safe_;
+  std::vector<Term> terms_;
+  std::vector<Issue> issues_;
+  std::unordered_map<int32_t, int32_t> producer_terms_;
+  std::map<std::tuple<int32_t, int, Mask>, int32_t> param_terms_;
+  std::map<std::pair<int32_t, int>, int32_t> param_atoms_;
+
+  int32_t atom_of_input(int32_t i) const { return int32_t(g_.nodes.size()) + i; }
+  int32_t atom_of_param_use(int32_t node, int slot) {
+    auto [it, inserted] = param_atoms_.try_emplace(
+        {node, slot}, int32_t(g_.nodes.size() + g_.inputs.size() + param_atoms_.size()));
+    return it->second;
+  }
+  int32_t add_issue(const Issue& i) {
+    issues_.push_back(i);
+    return int32_t(issues_.size() - 1);
+  }
+
+  const Shape& in_shape(int32_t n, int k) const { return g_.shape_of(g_.node_inputs[n][k]); }
+  const Shape& out_shape(int32_t n) const { return g_.node_shapes[n]; }
+  bool input_is_param(int32_t n, int k) const {
+    return g_.node_inputs[n][k].kind == ValueRef::Kind::param;
+  }
+  Mask norm_axes(int32_t n) const {
+    return analysis::mask_of(normalize_axes(g_.nodes[n].axes, int64_t(out_shape(n).size()),
+                                            g_.nodes[n].name));
+  }
+
+  // --- mean forms ---
+  Rule mean_rule(int32_t n, Mask a);
+  Form combine(int32_t n, const Rule& rule) {
+    if (rule.zero) return Form{};
+    if (rule.leaf) return pool_.leaf(*rule.leaf);
+    Form f;
+    for (const Part& p : rule.parts) {
+      Form part = operand_mean(n, p.k, p.mask);
+      if (p.tag != 0 || p.issue >= 0) part = pool_.requalify(part, p.tag, p.issue);
+      f = pool_.add(f, part, p.coeff);
+    }
+    for (const Form& e : rule.extra) f = pool_.add(f, e, 1.0);
+    return f;
+  }
+  Rule producer_rule(int32_t n, Mask a, Mask feature);
+  Entry opaque_entry(int32_t n, Mask a, IssueKind kind) {
+    Entry e;
+    e.atom = n;
+    e.mask = a;
+    e.coeff = 1.0;
+    e.status = EntryStatus::opaque;
+    e.issue = add_issue({kind, n, -1, 0, 0});
+    return e;
+  }
+  Form param_term_leaf(int32_t n, int k, Mask mask);
+  Form norm_bias_leaf(int32_t n, Mask a);
+  int32_t producer_term(int32_t n, Mask feature);
+
+  // --- safety ---
+  Expansion expand(int32_t v, Mask u);
+  bool is_mean_of(int32_t m, int32_t v, Mask u) const {
+    const Node& node = g_.nodes[m];
+    if (node.op != Op::mean || !node.keepdims) return false;
+    const ValueRef& r = g_.node_inputs[m][0];
+    if (r.kind != ValueRef::Kind::node || r.index != v) return false;
+    return subset(norm_axes(m), u);
+  }
+  // sub(v, m) or sub(m, v) with m = mean(v, B ⊆ u, keepdims): the deviation cancels.
+  bool cancels_with_mean(int32_t c, int32_t v, Mask u) const {
+    if (g_.nodes[c].op != Op::sub) return false;
+    const auto& in = g_.node_inputs[c];
+    for (int k = 0; k < 2; ++k)
+      if (in[k].kind == ValueRef::Kind::node && in[k].index == v &&
+          in[1 - k].kind == ValueRef::Kind::node && is_mean_of(in[1 - k].index, v, u))
+        return true;
+    return false;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Mean rules: the mean over `a` (canonical axes of n's output) of node n.
+
+int32_t Analyzer::producer_term(int32_t n, Mask feature) {
+  auto [it, inserted] = producer_terms_.try_emplace(n, int32_t(terms_.size()));
+  if (!inserted) return it->second;
+  Term t;
+  t.term.kind = CenterTerm::Kind::producer;
+  t.term.node = g_.nodes[n].name;
+  t.origin = {n, canon_u(n, feature)};
+  terms_.push_back(t);
+  Safety s = safety(n, feature);
+  terms_[it->second].safety = s;
+  return it->second;
+}
+
+Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
+  const Node& node = g_.nodes[n];
+  feature &= ~analysis::size1_mask(out_shape(n));
+  Rule r;
+  Entry e;
+  e.atom = n;
+  e.mask = a;
+  e.coeff = 1.0;
+  if (node.cbwc && node.op != Op::rnn) {
+    if (subset(feature, a) && feature != 0) {
+      r.zero = true;
+      return r;
+    }
+    e.status = EntryStatus::opaque;
+    e.issue = add_issue({IssueKind::cbwc_other_axes, n, -1, feature, a});
+    r.leaf = e;
+    return r;
+  }
+  const bool grouped = (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1;
+  e.ref = producer_term(n, feature);
+  if (grouped) {
+    e.status = EntryStatus::bad_term;
+    e.issue = add_issue({IssueKind::grouped_conv, n, -1, feature, a});
+  } else if (feature == 0 || !subset(feature, a)) {
+    e.status = EntryStatus::bad_term;
+    e.issue = add_issue({IssueKind::feature_mismatch, n, -1, feature, a});
+  } else {
+    e.status = EntryStatus::term;
+    e.safe = terms_[e.ref].safety.ok;
+  }
+  r.leaf = e;
+  return r;
+}
+
+Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
+  const Shape& ps = in_shape(n, k);
+  const Param& p = g_.params[g_.node_inputs[n][k].index];
+  const auto key = std::make_tuple(n, k, mask);
+  auto [it, inserted] = param_terms_.try_emplace(key, int32_t(terms_.size()));
+  if (inserted) {
+    Term t;
+    t.term.kind = CenterTerm::Kind::param;
+    t.term.node = g_.nodes[n].name;
+    t.term.param = p.name;
+    t.term.slot = "inputs/" + std::to_string(k);
+    t.term.axes = analysis::axes_of(mask);
+    t.term.remove = mask == 0;
+    t.use_node = n;
+    t.use_slot = k;
+    t.use_mask = mask | analysis::size1_mask(ps);
+    terms_.push_back(t);
+    terms_[it->second].safety = injected_safety(n, k, mask | analysis::size1_mask(ps));
+  }
+  Entry e;
+  e.atom = atom_of_param_use(n, k);
+  e.mask = mask;
+  e.coeff = 1.0;
+  e.status = EntryStatus::term;
+  e.ref = it->second;
+  e.safe = terms_[it->second].safety.ok;
+  return pool_.leaf(e);
+}
+
+// The bias of a norm without weight, over the norm's axes `b` (output coordinates); the
+// LN's mean is over `a`.
+Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Mask b = norm_axes(n);
+  const size_t rank = out_shape(n).size();
+  // Bias axis i is the i-th axis of b.
+  Mask bias_mask = 0;
+  int i = 0;
+  for (size_t ax = 0; ax < rank; ++ax)
+    if (b & bit(int64_t(ax))) {
+      if ((a & bit(int64_t(ax))) && out_shape(n)[ax] != 1) bias_mask |= bit(i);
+      ++i;
+    }
+  const auto key = std::make_tuple(n, -1, bias_mask);
+  auto [it, inserted] = param_terms_.try_emplace(key, int32_t(terms_.size()));
+  if (inserted) {
+    Term t;
+    t.term.kind = CenterTerm::Kind::param;
+    t.term.node = node.name;
+    t.term.param = node.bias;
+    t.term.slot = "bias";
+    t.term.axes = analysis::axes_of(bias_mask);
+    t.term.remove = bias_mask == 0;
+    t.use_node = n;
+    t.use_slot = -1;
+    // The centered bias varies only along the norm axes it is not centered over.
+    const Mask varying = b & ~a;
+    t.use_mask = canon_u(n, ~varying & ((rank >= 64) ? ~Mask(0) : ((Mask(1) << rank) - 1)));
+    terms_.push_back(t);
+    terms_[it->second].safety = injected_safety(n, -1, terms_[it->second].use_mask);
+  }
+  Entry e;
+  e.atom = atom_of_param_use(n, -1);
+  e.mask = bias_mask;
+  e.coeff = 1.0;
+  e.status = EntryStatus::term;
+  e.ref = it->second;
+  e.safe = terms_[it->second].safety.ok;
+  return pool_.leaf(e);
+}
+
+Rule Analyzer::mean_rule(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Shape& out = out_shape(n);
+  const size_t R = out.size();
+  Rule r;
+  auto operand_mask = [&](int k, Mask m) {
+    return analysis::out_to_operand(m, in_shape(n, k).size(), R) &
+           ~analysis::size1_mask(in_shape(n, k));
+  };
+  auto tag_of = [&](int k) { return (uint64_t(uint32_t(n)) << 8 | uint64_t(k)) + 1; };
+  switch (node.op) {
+    case Op::linear:
+    case Op::embedding:
+    case Op::attention:
+      return producer_rule(n, a, bit(int64_t(R) - 1));
+    case Op::conv1d:
+    case Op::conv2d:
+      return producer_rule(n, a, bit(1));
+    case Op::matmul: {
+      const bool pa = input_is_param(n, 0), pb = input_is_param(n, 1);
+      if (pb) return producer_rule(n, a, bit(int64_t(R) - 1));
+      if (pa) return producer_rule(n, a, bit(int64_t(R) - 2));
+      // Two activations: mean over the columns is a·mean(b), over the rows mean(a)·b.
+      const size_t ra = in_shape(n, 0).size(), rb = in_shape(n, 1).size();
+      if (a == bit(int64_t(R) - 1) && rb >= 2) {
+        const Mask bm = node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1);
+        r.parts.push_back({1, bm, 1.0, tag_of(1), -1});
+        return r;
+      }
+      if (a == bit(int64_t(R) - 2) && ra >= 2) {
+        r.parts.push_back({0, bit(int64_t(ra) - 2), 1.0, tag_of(0), -1});
+        return r;
+      }
+      r.leaf = opaque_entry(n, a, IssueKind::matmul_mixing);
+      return r;
+    }
+    case Op::rnn:
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::exp:
+    case Op::softmax:
+    case Op::max:
+      r.leaf = opaque_entry(n, a, IssueKind::nonlinear_output);
+      return r;
+    case Op::rms_norm:
+      r.leaf = opaque_entry(n, a, IssueKind::rms_norm_output);
+      return r;
+    case Op::add:
+    case Op::sub:
+      r.parts.push_back({0, operand_mask(0, a), 1.0, 0, -1});
+      r.parts.push_back({1, operand_mask(1, a), node.op == Op::sub ? -1.0 : 1.0, 0, -1});
+      return r;
+    case Op::scale:
+      if (node.factor == 0.0) {
+        r.zero = true;
+        return r;
+      }
+      r.parts.push_back({0, a, node.factor, 0, -1});
+      return r;
+    case Op::dropout:
+      if (mode_ == Mode::training && node.p > 0.0) {
+        r.leaf = opaque_entry(n, a, IssueKind::dropout_training);
+        return r;
+      }
+      r.parts.push_back({0, a, 1.0, 0, -1});
+      return r;
+    case Op::mul:
+    case Op::div: {
+      const Mask va = ~analysis::broadcast_const_axes(in_shape(n, 0), R);
+      const Mask vb = ~analysis::broadcast_const_axes(in_shape(n, 1), R);
+      if ((a & vb) == 0) {
+        r.parts.push_back({0, operand_mask(0, a), 1.0, tag_of(0), -1});
+      } else if (node.op == Op::mul && (a & va) == 0) {
+        r.parts.push_back({1, operand_mask(1, a), 1.0, tag_of(1), -1});
+      } else {
+        const int32_t issue = add_issue({IssueKind::per_feature_factor, n, -1, 0, a});
+        if (node.op == Op::mul && input_is_param(n, 0) && !input_is_param(n, 1))
+          r.parts.push_back({1, operand_mask(1, a), 1.0, tag_of(1), issue});
+        else
+          r.parts.push_back({0, operand_mask(0, a), 1.0, tag_of(0), issue});
+        // The product itself is a new atom nobody can center.
+        Entry e = opaque_entry(n, a, IssueKind::per_feature_factor);
+        e.issue = issue;
+        r.extra.push_back(pool_.leaf(e));
+      }
+      return r;
+    }
+    case Op::center: {
+      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
+      if (subset(b, a)) {
+        r.zero = true;
+        return r;
+      }
+      r.parts.push_back({0, a, 1.0, 0, -1});
+      r.parts.push_back({0, a | b, -1.0, 0, -1});
+      return r;
+    }
+    case Op::mean: {
+      const size_t rin = in_shape(n, 0).size();
+      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
+      const Mask a_in = node.keepdims ? a : analysis::insert_axes(a, b, rin);
+      r.parts.push_back({0, a_in | b, 1.0, 0, -1});
+      return r;
+    }
+    case Op::transpose: {
+      Mask a_in = 0;
+      for (size_t i = 0; i < R; ++i)
+        if (a & bit(int64_t(i))) a_in |= bit(node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i]);
+      r.parts.push_back({0, a_in, 1.0, 0, -1});
+      return r;
+    }
+    case Op::reshape: {
+      Mask a_in = 0;
+      bool whole = true;
+      for (const auto& blk : analysis::reshape_blocks(in_shape(n, 0), out)) {
+        if ((blk.out & a) == 0) continue;
+        a_in |= blk.in;
+        if (!subset(blk.out, a)) whole = false;
+      }
+      if (whole) {
+        r.parts.push_back({0, a_in, 1.0, 0, -1});
+      } else {
+        r.parts.push_back(
+            {0, a_in, 1.0, tag_of(0), add_issue({IssueKind::reshape_blocks, n, -1, 0, a})});
+      }
+      return r;
+    }
+    case Op::concat: {
+      const int64_t c = normalize_axis(node.axis, int64_t(R), node.name);
+      const bool along = (a & bit(c)) != 0;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const double share = along ? double(in_shape(n, int(k))[c]) / double(out[c]) : 1.0;
+        r.parts.push_back({int(k), a, share, along ? 0 : tag_of(int(k)), -1});
+      }
+      return r;
+    }
+    case Op::layer_norm: {
+      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
+      if (!node.weight.empty()) {
+        r.leaf = opaque_entry(n, a, IssueKind::norm_with_weight);
+        return r;
+      }
+      if (!subset(b, a)) {
+        r.leaf = opaque_entry(n, a, IssueKind::norm_other_axes);
+        return r;
+      }
+      if (!node.bias.empty()) r.extra.push_back(norm_bias_leaf(n, a));
+      else r.zero = true;
+      return r;
+    }
+    case Op::kCount:
+      break;
+  }
+  throw InternalError("mean_rule: unknown op");
+}
+
+// ---------------------------------------------------------------------------------------
+// Deviation edges: a deviation constant along u (operand k's coordinates) entering node c.
+
+EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
+  const Node& node = g_.nodes[c];
+  const Shape& in = in_shape(c, k);
+  const Shape& out = out_shape(c);
+  const size_t R = out.size(), r = in.size();
+  EdgeResult e;
+  auto pass = [&](Mask m, bool dropped) {
+    e.kind = EdgeResult::pass;
+    e.u = m | analysis::size1_mask(out);
+    e.dropped = dropped;
+    return e;
+  };
+  auto brk = [&](BreakKind why) {
+    e.kind = EdgeResult::brk;
+    e.why = why;
+    return e;
+  };
+  auto absorb = [&]() {
+    e.kind = EdgeResult::absorb;
+    return e;
+  };
+  switch (node.op) {
+    case Op::linear: {
+      const Mask m = u & ~bit(int64_t(r) - 1);
+      return pass(m, (u & bit(int64_t(r) - 1)) != 0);
+    }
+    case Op::conv1d:
+    case Op::conv2d: {
+      Mask m = u & bit(0);
+      for (size_t s = 2; s < r; ++s) {
+        const int64_t pad = node.padding.size() == 1 ? node.padding[0] : node.padding[s - 2];
+        if ((u & bit(int64_t(s))) && pad == 0) m |= bit(int64_t(s));
+      }
+      return pass(m, (u & ~m & ~analysis::size1_mask(in)) != 0);
+    }
+    case Op::matmul: {
+      const Shape& other = in_shape(c, 1 - k);
+      if (r < 2 || other.size() < 2) return pass(0, true);
+      // Batch axes: kept where the other operand is constant along them.
+      const Mask other_const = analysis::broadcast_const_axes(
+          Shape(other.begin(), other.end() - 2), R - 2);
+      Mask batch_u = analysis::operand_to_out(u & ((Mask(1) << (r - 2)) - 1), r - 2, R - 2) |
+                     ((Mask(1) << (R - 2 - (r - 2))) - 1);
+      Mask m = batch_u & other_const;
+      if (k == 0) {
+        if (u & bit(int64_t(r) - 2)) m |= bit(int64_t(R) - 2);
+      } else {
+        const int64_t n_axis = node.transpose_b ? int64_t(r) - 2 : int64_t(r) - 1;
+        if (u & bit(n_axis)) m |= bit(int64_t(R) - 1);
+      }
+      return pass(m, true);
+    }
+    case Op::embedding:
+      return brk(BreakKind::index);
+    case Op::rnn:
+    case Op::attention:
+      return brk(BreakKind::gate);
+    case Op::add:
+    case Op::sub: {
+      const auto& ins = g_.node_inputs[c];
+      if (node.op == Op::sub && ins[0] == ins[1]) return absorb();
+      const ValueRef& self = ins[k];
+      if (self.kind == ValueRef::Kind::node && cancels_with_mean(c, self.index, u))
+        return absorb();
+      return pass(analysis::operand_to_out(u, r, R) |
+                      analysis::broadcast_const_axes(in, R),
+                  false);
+    }
+    case Op::mul:
+    case Op::div: {
+      if (node.op == Op::div && k == 1) return brk(BreakKind::denominator);
+      const Mask mine = analysis::operand_to_out(u, r, R) | analysis::broadcast_const_axes(in, R);
+      const Mask factor_const = analysis::broadcast_const_axes(in_shape(c, 1 - k), R);
+      return pass(mine & factor_const, (mine & ~factor_const) != 0);
+    }
+    case Op::scale:
+      if (node.factor == 0.0) return absorb();
+      return pass(u, false);
+    case Op::dropout:
+      if (mode_ == Mode::training && node.p > 0.0) return pass(0, true);
+      return pass(u, false);
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::exp:
+      return brk(BreakKind::nonlinear);
+    case Op::softmax: {
+      const int64_t ax = normalize_axis(node.axis, int64_t(R), node.name);
+      if (u & bit(ax)) return absorb();
+      return brk(BreakKind::norm_axes);
+    }
+    case Op::mean: {
+      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(r), node.name));
+      if (node.keepdims) return pass(u | b, false);
+      return pass(analysis::drop_axes(u, b, r), false);
+    }
+    case Op::max: {
+      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(r), node.name));
+      if (!subset(b, u)) return brk(BreakKind::max_axes);
+      if (node.keepdims) return pass(u, false);
+      return pass(analysis::drop_axes(u, b, r), false);
+    }
+    case Op::transpose: {
+      Mask m = 0;
+      for (size_t i = 0; i < R; ++i) {
+        const int64_t p = node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i];
+        if (u & bit(p)) m |= bit(int64_t(i));
+      }
+      return pass(m, false);
+    }
+    case Op::reshape: {
+      Mask m = 0;
+      bool dropped = false;
+      for (const auto& blk : analysis::reshape_blocks(in, out)) {
+        if (subset(blk.in, u)) m |= blk.out;
+        else if (blk.in & u) dropped = true;
+      }
+      return pass(m, dropped);
+    }
+    case Op::concat: {
+      const int64_t ax = normalize_axis(node.axis, int64_t(R), node.name);
+      bool same = true;
+      for (const ValueRef& x : g_.node_inputs[c]) same = same && x == g_.node_inputs[c][0];
+      if (same) return pass(u, false);
+      return pass(u & ~bit(ax), (u & bit(ax)) != 0);
+    }
+    case Op::center: {
+      if (subset(norm_axes(c), u)) return absorb();
+      return pass(u, false);
+    }
+    case Op::layer_norm:
+      if (subset(norm_axes(c), u)) return absorb();
+      return brk(BreakKind::norm_axes);
+    case Op::rms_norm:
+      return brk(BreakKind::rms_norm);
+    case Op::kCount:
+      break;
+  }
+  throw InternalError("edge: unknown op");
+}
+
+Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
+  Expansion ex;
+  if (!live_[v]) return ex;
+  if (is_output_[v]) {
+    ex.immediate.ok = false;
+    ex.immediate.break_node = v;
+    ex.immediate.kind = BreakKind::output;
+    return ex;
+  }
+  auto follow = [&](int32_t c, int k, Mask uu) -> bool {
+    if (!live_[c]) return true;
+    EdgeResult e = edge(c, k, uu);
+    if (e.kind == EdgeResult::absorb) return true;
+    if (e.kind == EdgeResult::brk) {
+      ex.immediate.ok = false;
+      ex.immediate.break_node = c;
+      ex.immediate.kind = e.why;
+      return false;
+    }
+    ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
+    return true;
+  };
+  for (auto [c, k] : uses_[v]) {
+    if (is_mean_of(c, v, u) && live_[c]) {
+      // mean(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+      if (is_output_[c]) {
+        ex.immediate.ok = false;
+        ex.immediate.break_node = c;
+        ex.immediate.kind = BreakKind::output;
+        return ex;
+      }
+      const Mask um = canon_u(c, edge(c, 0, u).u);
+      for (auto [c2, k2] : uses_[c]) {
+        if (cancels_with_mean(c2, v, u)) continue;
+        if (!follow(c2, k2, um)) return ex;
+      }
+      continue;
+    }
+    if (!follow(c, k, u)) return ex;
+  }
+  return ex;
+}
+
+// ---------------------------------------------------------------------------------------
+// Verdicts and reasons.
+
+std::string quote(const std::string& s) { return "`" + s + "`"; }
+
+std::string axes_text(Mask m) {
+  std::string s = "[";
+  bool first = true;
+  for (int64_t a : analysis::axes_of(m)) {
+    s += (first ? "" : ", ") + std::to_string(a);
+    first = false;
+  }
+  return s + "]";
+}
+
+class Reasoner {
+ public:
+  Reasoner(Analyzer& an) : an_(an), g_(an.graph()) {}
+
+  std::string describe(int32_t n) const {
+    return quote(g_.nodes[n].name) + " (" + std::string(op_name(g_.nodes[n].op)) + ")";
+  }
+
+  // A shortest route of node names from `from` to `to` along consumers (bounded search).
+  std::vector<std::string> route(int32_t from, int32_t to) const {
+    std::vector<std::string> out;
+    if (from < 0 || to < 0) return out;
+    std::unordered_map<int32_t, int32_t> parent{{from, -1}};
+    std::vector<int32_t> queue{from};
+    bool found = from == to;
+    for (size_t head = 0; head < queue.size() && !found && queue.size() < 200000; ++head)
+      for (int32_t c : g_.consumers[queue[head]])
+        if (parent.emplace(c, queue[head]).second) {
+          queue.push_back(c);
+          if (c == to) {
+            found = true;
+            break;
+          }
+        }
+    if (!found) return {g_.nodes[from].name, g_.nodes[to].name};
+    for (int32_t x = to; x != -1; x = parent.at(x)) out.push_back(g_.nodes[x].name);
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+  // The nearest producer upstream of `n` (for the dropout message).
+  int32_t producer_above(int32_t n) const {
+    std::vector<int32_t> queue{n};
+    std::set<int32_t> seen{n};
+    for (size_t head = 0; head < queue.size() && head < 10000; ++head) {
+      for (const ValueRef& r : g_.node_inputs[queue[head]]) {
+        if (r.kind != ValueRef::Kind::node || !seen.insert(r.index).second) continue;
+        if (is_weighted(g_.nodes[r.index].op)) return r.index;
+        queue.push_back(r.index);
+      }
+    }
+    return -1;
+  }
+
+  std::string dropout_between(int32_t drop, int32_t ln_node, const std::string& ln_name) const {
+    const int32_t p = producer_above(drop);
+    (void)ln_node;
+    return quote(g_.nodes[drop].name) + " (dropout, active in training) lies between " +
+           (p >= 0 ? quote(g_.nodes[p].name) : std::string("the model's input")) + " and " +
+           quote(ln_name) + "; its mask makes the input of " + quote(ln_name) +
+           " not zero-mean";
+  }
+
+  std::string issue_text(const Issue& is, const std::string& ln) const {
+    const std::string who = is.node >= 0 ? describe(is.node) : std::string();
+    switch (is.kind) {
+      case IssueKind::graph_input:
+        return "the mean of " + quote(ln) + "'s input over its normalized axes keeps graph input " +
+               quote(g_.inputs[is.input].name) + ", which no centering can remove";
+      case IssueKind::nonlinear_output:
+        return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
+               who + ", which is not a linear function of centerable terms";
+      case IssueKind::dropout_training:
+        return dropout_between(is.node, -1, ln);
+      case IssueKind::norm_with_weight:
+        return "the mean of " + quote(ln) + "'s input keeps the output of " + who +
+               ", a norm with a weight, which is not zero-mean";
+      case IssueKind::norm_other_axes:
+        return who + " is zero-mean only over its own axes, not over the axes " + quote(ln) +
+               " normalizes";
+      case IssueKind::rms_norm_output:
+        return "the mean of " + quote(ln) + "'s input keeps the output of " + who +
+               ", which is not zero-mean";
+      case IssueKind::feature_mismatch:
+        return who + " produces its features on axes " + axes_text(is.feature) +
+               " of its output, but " + quote(ln) + " averages over axes " + axes_text(is.mean) +
+               " of it; it would be foldable if " + quote(g_.nodes[is.node].name) +
+               "'s output features were laid out on exactly the normalized axes (a different "
+               "weight layout)";
+      case IssueKind::grouped_conv:
+        return who + " is a grouped convolution (groups=" +
+               std::to_string(g_.nodes[is.node].groups) +
+               "): centering its weight over all output channels does not make its output "
+               "zero-mean; it would be foldable if made dense (groups=1)";
+      case IssueKind::cbwc_other_axes:
+        return who + " is already centered (cbwc) over axes " + axes_text(is.feature) +
+               " of its output, not over the axes " + quote(ln) + " averages";
+      case IssueKind::per_feature_factor:
+        return who + " multiplies by a factor that varies along the axes " + quote(ln) +
+               " normalizes, so no centering makes the mean of its input vanish";
+      case IssueKind::reshape_blocks:
+        return who + " splits or merges the normalized axes of " + quote(ln) +
+               " across blocks of its input, so their mean is not a mean of whole features";
+      case IssueKind::matmul_mixing:
+        return who + " multiplies two activations along the normalized axes of " + quote(ln) +
+               ", so its mean is not a combination of centerable terms";
+    }
+    return "";
+  }
+
+  std::string term_name(const Term& t) const {
+    if (t.term.kind == CenterTerm::Kind::producer) return quote(t.term.node);
+    return "param " + quote(t.term.param) + " (read by " + quote(t.term.node) + ")";
+  }
+
+  // Walks the failing route of a term: the nodes from the term to the break, and the last
+  // node where the deviation stopped being constant along some axes.
+  struct Route {
+    std::vector<int32_t> nodes;
+    int32_t lost_at = -1;
+  };
+  Route failing_route(const Term& t) const {
+    Route r;
+    const Safety* s = &t.safety;
+    if (t.term.kind == CenterTerm::Kind::producer) r.nodes.push_back(g_.node_index(t.term.node));
+    else r.nodes.push_back(t.use_node);
+    while (s != nullptr && s->next.first >= 0) {
+      r.nodes.push_back(s->next.first);
+      if (s->next_dropped) r.lost_at = s->next.first;
+      s = an_.safety_of(s->next);
+    }
+    if (t.safety.break_node >= 0 && r.nodes.back() != t.safety.break_node)
+      r.nodes.push_back(t.safety.break_node);
+    return r;
+  }
+
+  std::string unsafe_text(const Term& t, const std::string& ln, const Route& route) const {
+    const int32_t b = t.safety.break_node;
+    const std::string head = "centering " + term_name(t) + " (a term of " + quote(ln) +
+                             ") is not exact: its shift ";
+    std::string lost;
+    if (route.lost_at >= 0) {
+      const Node& ln_node = g_.nodes[route.lost_at];
+      if (ln_node.op == Op::dropout && an_.mode() == Mode::training)
+        return quote(ln_node.name) + " (dropout, active in training) lies between " +
+               quote(t.term.node) + " and " + describe(b) + "; its mask makes the shift of " +
+               term_name(t) + " vary, so " + quote(g_.nodes[b].name) + " no longer absorbs it";
+      lost = " (it stops being constant at " + describe(route.lost_at) + ")";
+    }
+    switch (t.safety.kind) {
+      case BreakKind::output:
+        return head + "reaches graph output " + quote(g_.nodes[b].name) + lost;
+      case BreakKind::nonlinear:
+        return head + "enters " + describe(b) + " nonlinearly, and " + quote(g_.nodes[b].name) +
+               " reaches a graph output" + lost;
+      case BreakKind::norm_axes:
+        return head + "reaches " + describe(b) +
+               " without being constant over the axes it normalizes" + lost;
+      case BreakKind::max_axes:
+        return head + "reaches " + describe(b) +
+               ", a max over axes along which the shift is not constant" + lost;
+      case BreakKind::rms_norm:
+        return head + "reaches " + describe(b) + ", an RMSNorm, which does not remove a mean" + lost;
+      case BreakKind::gate:
+        return head + "enters the scores or recurrence of " + describe(b) + " nonlinearly" + lost;
+      case BreakKind::denominator:
+        return head + "enters the divisor of " + describe(b) + lost;
+      case BreakKind::index:
+        return head + "enters the index operand of " + describe(b) + lost;
+    }
+    return head + "is not absorbed";
+  }
+
+ private:
+  Analyzer& an_;
+  const Graph& g_;
+};
+
+struct ModeVerdict {
+  bool foldable = false;
+  std::string reason;
+  std::vector<std::string> path;
+  Form form;
+  bool opaque = false;
+};
+
+ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& ln_name) {
+  const Graph& g = an.graph();
+  ModeVerdict v;
+  const Mask b =
+      analysis::mask_of(normalize_axes(g.nodes[n].axes, int64_t(g.node_shapes[n].size()),
+                                       g.nodes[n].name));
+  v.form = an.operand_mean(n, 0, b);
+  FormPool& pool = an.pool();
+  v.opaque = pool.opaque_count(v.form) > 0;
+  if (const Entry* e = pool.first_bad(v.form)) {
+    const Issue& is = an.issues()[e->issue];
+    v.reason = why.issue_text(is, ln_name);
+    v.path = why.route(is.node >= 0 ? is.node : n, n);
+    if (is.node < 0) v.path.insert(v.path.begin(), g.inputs[is.input].name);
+    return v;
+  }
+  if (const Entry* e = pool.first_unsafe(v.form)) {
+    const Term& t = an.terms()[e->ref];
+    Reasoner::Route r = why.failing_route(t);
+    v.reason = why.unsafe_text(t, ln_name, r);
+    // breaking node back to the term, then on to this LN.
+    for (auto it = r.nodes.rbegin(); it != r.nodes.rend(); ++it) v.path.push_back(g.nodes[*it].name);
+    std::vector<std::string> onward = why.route(r.nodes.front(), n);
+    v.path.insert(v.path.end(), onward.begin() + (onward.empty() ? 0 : 1), onward.end());
+    return v;
+  }
+  v.foldable = true;
+  return v;
+}
+
+std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
+  std::vector<CenterTerm> out;
+  std::set<int32_t> seen;
+  an.pool().visit(f, [&](const Entry& e) {
+    if (e.ref >= 0 && seen.insert(e.ref).second) out.push_back(an.terms()[e.ref].term);
+  });
+  return out;
+}
+
+}  // namespace
+
+FoldPlan detect_foldable(const Graph& g, Mode mode) { return detect_foldable(g, mode, {}); }
+
+FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options) {
+  LNV_INTERNAL_ASSERT(g.finalized(), "detect_foldable needs a finalized graph");
+  Analyzer inference(g, Mode::inference), training(g, Mode::training);
+  Analyzer* const by_mode[2] = {&inference, &training};
+  Reasoner why_inf(inference), why_tr(training);
+  Reasoner* const reasoners[2] = {&why_inf, &why_tr};
+  const int pm = static_cast<int>(mode);
+
+  FoldPlan plan;
+  plan.mode = mode;
+  std::vector<bool> seen_nodes;
+  std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
+  auto add_center = [&](const CenterTerm& t) {
+    if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) plan.center.push_back(t);
+  };
+  for (int32_t n : g.order) {
+    const Node& node = g.nodes[n];
+    if (node.op == Op::rnn && node.norm && node.norm->kind == Op::layer_norm) {
+      // The norm inside an rnn sees only the pre-activation W_ih x + W_hh h + b, a producer
+      // whose centering stays inside the rnn: always foldable.
+      LnVerdict v;
+      v.name = node.name + ".norm";
+      v.node = node.name;
+      v.foldable = {true, true};
+      if (!node.cbwc) {
+        CenterTerm t;
+        t.kind = CenterTerm::Kind::producer;
+        t.node = node.name;
+        v.terms.push_back(t);
+        add_center(t);
+      }
+      v.term_count = v.terms.size();
+      plan.layer_norms.push_back(v);
+      plan.fold.push_back(v.name);
+      continue;
+    }
+    if (node.op != Op::layer_norm) continue;
+    LnVerdict v;
+    v.name = node.name;
+    v.node = node.name;
+    Form plan_form;
+    for (int m = 0; m < 2; ++m) {
+      ModeVerdict mv = judge_ln(*by_mode[m], *reasoners[m], n, node.name);
+      v.foldable[m] = mv.foldable;
+      v.reason[m] = mv.reason;
+      v.path[m] = mv.path;
+      if (m == pm) {
+        plan_form = mv.form;
+        v.opaque = mv.opaque;
+      }
+    }
+    Analyzer& an = *by_mode[pm];
+    v.term_count = an.pool().size(plan_form) - an.pool().opaque_count(plan_form);
+    if (options.list_terms) v.terms = terms_of(an, plan_form);
+    if (v.foldable[pm]) {
+      plan.fold.push_back(v.name);
+      an.pool().visit_unseen(plan_form, seen_nodes, [&](const Entry& e) {
+        if (e.ref >= 0) add_center(an.terms()[e.ref].term);
+      });
+    }
+    plan.layer_norms.push_back(std::move(v));
+  }
+  return plan;
+}
+
+}  // namespace lnv

@@ -1,0 +1,276 @@
+// The mean of a value over a set of axes, as a sparse linear combination of atoms, kept in
+// a persistent treap so that a value and its inputs share structure (a residual stream
+// adds one term per block: O(log n) new nodes, not a copy). Private to core/analysis.
+//
+// An entry is keyed by (atom, mask, qual): the atom, the axes (in the atom's own
+// coordinates) the mean is taken over, and a hash of the transports that are not
+// whole-tensor means (placement in a concat, an elementwise factor, a mixing product).
+// Entries with equal keys are the same tensor, so their coefficients add and may cancel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/analysis/axes_mask.h"
+
+namespace lnv::analysis {
+
+enum class EntryStatus : uint8_t {
+  term,      // centering the atom (a producer or param term) zeroes this mean
+  bad_term,  // a term, but its transport or layout keeps its mean alive after centering
+  opaque,    // no centering can remove it
+};
+
+struct Entry {
+  int32_t atom = 0;
+  Mask mask = 0;
+  uint64_t qual = 0;
+  double coeff = 0;
+  EntryStatus status = EntryStatus::opaque;
+  bool safe = true;  // term: centering it is exact everywhere else in the graph
+  int32_t ref = -1;  // term / bad_term: index of the candidate term; opaque: -1
+  int32_t issue = -1;  // bad_term / opaque: index of the issue explaining it
+};
+
+// A form is a treap root in a FormPool, times a lazy factor.
+struct Form {
+  int32_t root = 0;
+  double factor = 1.0;
+};
+
+class FormPool {
+ public:
+  FormPool() { nodes_.push_back(Node{}); }  // index 0: the empty tree
+
+  Form leaf(const Entry& e) { return Form{make(e, 0, 0), 1.0}; }
+
+  uint32_t size(const Form& f) const { return nodes_[f.root].size; }
+  uint32_t bad_count(const Form& f) const { return nodes_[f.root].n_bad; }
+  uint32_t unsafe_count(const Form& f) const { return nodes_[f.root].n_unsafe; }
+  uint32_t opaque_count(const Form& f) const { return nodes_[f.root].n_opaque; }
+
+  // a + s·b, sharing the larger operand.
+  Form add(Form a, Form b, double s) {
+    if (s == 0.0 || b.root == 0) return a;
+    if (a.root == 0) return Form{b.root, b.factor * s};
+    if (size(a) < size(b)) {
+      // s·b + a = s·(b + a/s)
+      Form r = add(b, a, 1.0 / s);
+      r.factor *= s;
+      return exact_factor(r);
+    }
+    a = exact_factor(a);
+    const double k = b.factor * s / a.factor;
+    int32_t root = a.root;
+    for_each(b.root, [&](const Entry& e) {
+      Entry scaled = e;
+      scaled.coeff *= k;
+      root = insert(root, scaled);
+    });
+    return Form{root, a.factor};
+  }
+
+  Form scale(Form f, double s) {
+    if (s == 0.0) return Form{};
+    f.factor *= s;
+    return f;
+  }
+
+  // Every entry re-keyed with `tag` mixed into its qual (and, when issue >= 0, turned
+  // into a bad entry explained by that issue).
+  Form requalify(Form f, uint64_t tag, int32_t issue) {
+    std::vector<Entry> entries;
+    for_each(f.root, [&](const Entry& e) {
+      Entry r = e;
+      r.coeff *= f.factor;
+      r.qual = mix(e.qual ^ tag);
+      if (issue >= 0 && r.status == EntryStatus::term) {
+        r.status = EntryStatus::bad_term;
+        r.issue = issue;
+      }
+      entries.push_back(r);
+    });
+    int32_t root = 0;
+    for (const Entry& e : entries) root = insert(root, e);
+    return Form{root, 1.0};
+  }
+
+  // Visits the entries in key order, coefficients including the factor.
+  template <class F>
+  void visit(const Form& f, F&& fn) const {
+    for_each(f.root, [&](const Entry& e) {
+      Entry r = e;
+      r.coeff *= f.factor;
+      fn(r);
+    });
+  }
+
+  // Visits the entries, skipping subtrees already seen (`seen` is indexed by node);
+  // used to collect the union of many forms in time proportional to their shared size.
+  template <class F>
+  void visit_unseen(const Form& f, std::vector<bool>& seen, F&& fn) const {
+    if (seen.size() < nodes_.size()) seen.resize(nodes_.size(), false);
+    std::vector<int32_t> stack{f.root};
+    while (!stack.empty()) {
+      int32_t t = stack.back();
+      stack.pop_back();
+      if (t == 0 || seen[t]) continue;
+      seen[t] = true;
+      fn(nodes_[t].e);
+      stack.push_back(nodes_[t].left);
+      stack.push_back(nodes_[t].right);
+    }
+  }
+
+  // The first entry (in key order) that is bad (opaque or bad_term), or unsafe.
+  const Entry* first_bad(const Form& f) const {
+    return first_where(f.root, [](const Node& n) { return n.n_bad; }, [](const Entry& e) {
+      return e.status != EntryStatus::term;
+    });
+  }
+  const Entry* first_opaque(const Form& f) const {
+    return first_where(f.root, [](const Node& n) { return n.n_opaque; }, [](const Entry& e) {
+      return e.status == EntryStatus::opaque;
+    });
+  }
+  const Entry* first_unsafe(const Form& f) const {
+    return first_where(f.root, [](const Node& n) { return n.n_unsafe; }, [](const Entry& e) {
+      return e.status == EntryStatus::term && !e.safe;
+    });
+  }
+
+  size_t node_count() const { return nodes_.size(); }
+
+ private:
+  struct Node {
+    Entry e;
+    int32_t left = 0, right = 0;
+    uint32_t size = 0, n_bad = 0, n_unsafe = 0, n_opaque = 0;
+  };
+  std::vector<Node> nodes_;
+
+  static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  static uint64_t priority(const Entry& e) {
+    return mix(mix(uint64_t(uint32_t(e.atom)) ^ mix(e.mask)) ^ e.qual);
+  }
+  static bool less(const Entry& a, const Entry& b) {
+    if (a.atom != b.atom) return a.atom < b.atom;
+    if (a.mask != b.mask) return a.mask < b.mask;
+    return a.qual < b.qual;
+  }
+  static bool same_key(const Entry& a, const Entry& b) {
+    return a.atom == b.atom && a.mask == b.mask && a.qual == b.qual;
+  }
+
+  int32_t make(const Entry& e, int32_t l, int32_t r) {
+    Node n;
+    n.e = e;
+    n.left = l;
+    n.right = r;
+    const Node& L = nodes_[l];
+    const Node& R = nodes_[r];
+    n.size = 1 + L.size + R.size;
+    n.n_bad = (e.status != EntryStatus::term) + L.n_bad + R.n_bad;
+    n.n_unsafe = (e.status == EntryStatus::term && !e.safe) + L.n_unsafe + R.n_unsafe;
+    n.n_opaque = (e.status == EntryStatus::opaque) + L.n_opaque + R.n_opaque;
+    nodes_.push_back(n);
+    return int32_t(nodes_.size() - 1);
+  }
+  int32_t with_children(int32_t t, int32_t l, int32_t r) { return make(nodes_[t].e, l, r); }
+
+  // Persistent split into (< key, >= key).
+  std::pair<int32_t, int32_t> split(int32_t t, const Entry& key) {
+    if (t == 0) return {0, 0};
+    if (less(nodes_[t].e, key)) {
+      auto [l, r] = split(nodes_[t].right, key);
+      return {with_children(t, nodes_[t].left, l), r};
+    }
+    auto [l, r] = split(nodes_[t].left, key);
+    return {l, with_children(t, r, nodes_[t].right)};
+  }
+  int32_t merge(int32_t a, int32_t b) {
+    if (a == 0) return b;
+    if (b == 0) return a;
+    if (priority(nodes_[a].e) > priority(nodes_[b].e))
+      return with_children(a, nodes_[a].left, merge(nodes_[a].right, b));
+    return with_children(b, merge(a, nodes_[b].left), nodes_[b].right);
+  }
+
+  static bool negligible(double c) { return c == 0.0 || (c < 1e-12 && c > -1e-12); }
+
+  int32_t insert(int32_t t, const Entry& e) {
+    if (t == 0) return negligible(e.coeff) ? 0 : make(e, 0, 0);
+    const Entry& here = nodes_[t].e;
+    if (same_key(here, e)) {
+      const double c = here.coeff + e.coeff;
+      if (negligible(c)) return merge(nodes_[t].left, nodes_[t].right);
+      Entry updated = here;
+      updated.coeff = c;
+      return make(updated, nodes_[t].left, nodes_[t].right);
+    }
+    if (!negligible(e.coeff) && priority(e) > priority(here) && !contains(t, e)) {
+      auto [l, r] = split(t, e);
+      return make(e, l, r);
+    }
+    if (less(e, here)) return with_children(t, insert(nodes_[t].left, e), nodes_[t].right);
+    return with_children(t, nodes_[t].left, insert(nodes_[t].right, e));
+  }
+  bool contains(int32_t t, const Entry& key) const {
+    while (t != 0) {
+      if (same_key(nodes_[t].e, key)) return true;
+      t = less(key, nodes_[t].e) ? nodes_[t].left : nodes_[t].right;
+    }
+    return false;
+  }
+
+  Form exact_factor(Form f) {
+    if (f.factor == 1.0) return f;
+    std::vector<Entry> entries;
+    for_each(f.root, [&](const Entry& e) {
+      Entry r = e;
+      r.coeff *= f.factor;
+      entries.push_back(r);
+    });
+    int32_t root = 0;
+    for (const Entry& e : entries) root = insert(root, e);
+    return Form{root, 1.0};
+  }
+
+  template <class F>
+  void for_each(int32_t root, F&& fn) const {
+    std::vector<int32_t> stack;
+    int32_t t = root;
+    while (t != 0 || !stack.empty()) {
+      while (t != 0) {
+        stack.push_back(t);
+        t = nodes_[t].left;
+      }
+      t = stack.back();
+      stack.pop_back();
+      fn(nodes_[t].e);
+      t = nodes_[t].right;
+    }
+  }
+
+  template <class Count, class Pred>
+  const Entry* first_where(int32_t t, Count count, Pred pred) const {
+    while (t != 0 && count(nodes_[t]) > 0) {
+      const Node& n = nodes_[t];
+      if (count(nodes_[n.left]) > 0) {
+        t = n.left;
+      } else if (pred(n.e)) {
+        return &n.e;
+      } else {
+        t = n.right;
+      }
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace lnv::analysis
