@@ -1,0 +1,312 @@
+// apply_fold: applies a FoldPlan exactly as written (no re-verification), so that checkers
+// can also apply forced plans and watch them fail.
+//
+// inference: every centered param use reads a param whose effective value is centered
+//   (Param::center_axes) or zeroed (a `remove` term). A param is changed in place when
+//   all of its uses want the same centering; otherwise each wanted centering gets an
+//   untied copy "<param>.centered" (".centered.2", ...) and raw uses keep the original.
+// training: every stored param is kept; producers get `cbwc: true`, param terms are read
+//   through a new `center` node (a `scale` by 0 for a removed term), and a norm whose bias
+//   is a term is split: the norm (renamed "<norm>.nobias") loses its bias and an `add` of
+//   the centered bias, which takes the norm's name, follows.
+// Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias.
+#include <map>
+#include <set>
+
+#include "core/analysis/fold_plan.h"
+#include "core/error.h"
+
+namespace lnv {
+namespace {
+
+// One use of a param by a node: an attribute ("weight", "norm/bias") or "inputs/k".
+struct Use {
+  int32_t node;
+  std::string slot;
+  bool operator<(const Use& o) const { return std::tie(node, slot) < std::tie(o.node, o.slot); }
+};
+
+// What a use wants: centering over `axes`, or zeroing.
+struct Centering {
+  Axes axes;
+  bool remove = false;
+  bool operator<(const Centering& o) const {
+    return std::tie(remove, axes) < std::tie(o.remove, o.axes);
+  }
+  bool operator==(const Centering& o) const = default;
+};
+
+std::string* slot_ref(Node& n, const std::string& slot) {
+  if (slot.rfind("inputs/", 0) == 0) {
+    const size_t k = std::stoul(slot.substr(7));
+    return k < n.inputs.size() ? &n.inputs[k] : nullptr;
+  }
+  if (slot == "weight") return &n.weight;
+  if (slot == "bias") return &n.bias;
+  if (slot == "weight_ih") return &n.weight_ih;
+  if (slot == "weight_hh") return &n.weight_hh;
+  if (slot == "wq") return &n.wq;
+  if (slot == "wk") return &n.wk;
+  if (slot == "wv") return &n.wv;
+  if (slot == "wo") return &n.wo;
+  if (slot == "bq") return &n.bq;
+  if (slot == "bk") return &n.bk;
+  if (slot == "bv") return &n.bv;
+  if (slot == "bo") return &n.bo;
+  if (n.norm && slot == "norm/weight") return &n.norm->weight;
+  if (n.norm && slot == "norm/bias") return &n.norm->bias;
+  return nullptr;
+}
+
+class Rewriter {
+ public:
+  Rewriter(const Graph& g, const FoldPlan& plan) : g_(g), plan_(plan), out_(g) {
+    for (const auto& p : g.params) names_.insert(p.name);
+    for (const auto& i : g.inputs) names_.insert(i.name);
+    for (const auto& n : g.nodes) names_.insert(n.name);
+  }
+
+  Graph run() {
+    swap_norms();
+    if (plan_.mode == Mode::inference) center_inference();
+    else center_training();
+    out_.finalize();
+    return std::move(out_);
+  }
+
+ private:
+  const Graph& g_;
+  const FoldPlan& plan_;
+  Graph out_;
+  std::set<std::string> names_;
+
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 2; names_.count(name); ++k) name = base + "." + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  int32_t node_of(const std::string& name, const char* what) const {
+    if (!g_.has(name) || g_.ref(name).kind != ValueRef::Kind::node)
+      throw ModelError(name, std::string("the fold plan names ") + what + " '" + name +
+                                 "', which is not a node of the model");
+    return g_.ref(name).index;
+  }
+
+  void swap_norms() {
+    for (const std::string& name : plan_.fold) {
+      if (g_.has(name) && g_.ref(name).kind == ValueRef::Kind::node) {
+        Node& n = out_.nodes[g_.ref(name).index];
+        if (n.op != Op::layer_norm)
+          throw ModelError(name, "the fold plan folds '" + name + "', which is not a layer_norm");
+        n.op = Op::rms_norm;
+        continue;
+      }
+      const std::string suffix = ".norm";
+      const std::string rnn = name.size() > suffix.size() &&
+                                      name.compare(name.size() - suffix.size(), suffix.size(),
+                                                   suffix) == 0
+                                  ? name.substr(0, name.size() - suffix.size())
+                                  : std::string();
+      const int32_t i = node_of(rnn.empty() ? name : rnn, "LayerNorm");
+      Node& n = out_.nodes[i];
+      if (n.op != Op::rnn || !n.norm)
+        throw ModelError(name, "the fold plan folds '" + name + "', which is not a LayerNorm");
+      n.norm->kind = Op::rms_norm;
+    }
+  }
+
+  // The param uses a producer's CBWC centers, with the axis of each weight.
+  std::vector<std::pair<Use, Centering>> producer_uses(int32_t i) const {
+    const Node& n = g_.nodes[i];
+    std::vector<std::pair<Use, Centering>> uses;
+    auto add = [&](const std::string& slot, int64_t axis) {
+      uses.push_back({Use{i, slot}, Centering{{axis}, false}});
+    };
+    switch (n.op) {
+      case Op::linear:
+      case Op::conv1d:
+      case Op::conv2d:
+        add("weight", 0);
+        if (!n.bias.empty()) add("bias", 0);
+        break;
+      case Op::embedding:
+        add("weight", 1);
+        break;
+      case Op::rnn:
+        add("weight_ih", 0);
+        add("weight_hh", 0);
+        if (!n.bias.empty()) add("bias", 0);
+        break;
+      case Op::attention:
+        add("wo", 0);
+        if (!n.bo.empty()) add("bo", 0);
+        break;
+      case Op::matmul: {
+        const auto& in = g_.node_inputs[i];
+        if (in[1].kind == ValueRef::Kind::param) {
+          const int64_t r = int64_t(g_.shape_of(in[1]).size());
+          add("inputs/1", n.transpose_b ? r - 2 : r - 1);
+        } else if (in[0].kind == ValueRef::Kind::param) {
+          add("inputs/0", int64_t(g_.shape_of(in[0]).size()) - 2);
+        } else {
+          throw ModelError(n.name, "the fold plan centers matmul '" + n.name +
+                                       "', which has no param operand");
+        }
+        break;
+      }
+      default:
+        throw ModelError(n.name, "the fold plan centers '" + n.name + "' (" +
+                                     std::string(op_name(n.op)) + "), which is not a producer");
+    }
+    return uses;
+  }
+
+  void center_inference() {
+    std::map<Use, Centering> wanted;
+    for (const CenterTerm& t : plan_.center) {
+      const int32_t i = node_of(t.node, "term");
+      if (t.kind == CenterTerm::Kind::producer) {
+        for (const auto& [use, c] : producer_uses(i)) wanted[use] = c;
+      } else {
+        wanted[Use{i, t.slot}] = Centering{t.axes, t.remove};
+      }
+    }
+    // Every use of every param, grouped by param.
+    std::map<std::string, std::vector<Use>> uses_of;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      for (const auto& [attr, pname] : n.param_attrs()) uses_of[pname].push_back({int32_t(i), attr});
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (g_.node_inputs[i][k].kind == ValueRef::Kind::param)
+          uses_of[n.inputs[k]].push_back({int32_t(i), "inputs/" + std::to_string(k)});
+    }
+    for (const auto& [use, c] : wanted)
+      if (slot_ref(out_.nodes[use.node], use.slot) == nullptr)
+        throw ModelError(g_.nodes[use.node].name, "the fold plan names slot '" + use.slot +
+                                                      "', which node '" +
+                                                      g_.nodes[use.node].name + "' lacks");
+    for (const auto& [pname, uses] : uses_of) {
+      std::set<Centering> variants;
+      bool raw = false;
+      for (const Use& u : uses) {
+        auto it = wanted.find(u);
+        if (it == wanted.end()) raw = true;
+        else variants.insert(it->second);
+      }
+      if (variants.empty()) continue;
+      const int pi = g_.param_index(pname);
+      if (!raw && variants.size() == 1) {
+        centered(out_.params[pi], *variants.begin());
+        continue;
+      }
+      for (const Centering& c : variants) {
+        Param copy = g_.params[pi];
+        copy.name = fresh(pname + ".centered");
+        centered(copy, c);
+        for (const Use& u : uses) {
+          auto it = wanted.find(u);
+          if (it != wanted.end() && it->second == c) *slot_ref(out_.nodes[u.node], u.slot) = copy.name;
+        }
+        out_.params.push_back(std::move(copy));
+      }
+    }
+  }
+
+  static void centered(Param& p, const Centering& c) {
+    if (!p.center_axes.empty()) {
+      p.values = effective_values(p);
+      p.center_axes.clear();
+      p.source = ParamSource::data;
+    }
+    if (c.remove) {
+      std::fill(p.values.begin(), p.values.end(), 0.0);
+      p.source = ParamSource::data;
+      return;
+    }
+    for (int64_t a : c.axes)
+      if (a < 0 || a >= int64_t(p.shape.size()))
+        throw ModelError(p.name, "the fold plan centers param '" + p.name + "' over axis " +
+                                     std::to_string(a) + ", out of range for shape " +
+                                     to_string(p.shape));
+    p.center_axes = c.axes;
+  }
+
+  // A node reading `param` centered as `c` (a scale by 0 when removed).
+  std::string centered_reader(const std::string& param, const Axes& axes, bool remove) {
+    Node c;
+    c.inputs = {param};
+    if (remove) {
+      c.name = fresh(param + ".zero");
+      c.op = Op::scale;
+      c.factor = 0.0;
+    } else {
+      c.name = fresh(param + ".center");
+      c.op = Op::center;
+      c.axes = axes;
+    }
+    out_.nodes.push_back(c);
+    return c.name;
+  }
+
+  void center_training() {
+    for (const CenterTerm& t : plan_.center) {
+      const int32_t i = node_of(t.node, "term");
+      if (t.kind == CenterTerm::Kind::producer) {
+        producer_uses(i);  // validates that it is a producer
+        out_.nodes[i].cbwc = true;
+        continue;
+      }
+      if (t.slot == "bias" && (g_.nodes[i].op == Op::layer_norm || g_.nodes[i].op == Op::rms_norm)) {
+        split_norm_bias(i, t);
+        continue;
+      }
+      std::string* ref = slot_ref(out_.nodes[i], t.slot);
+      if (ref == nullptr || t.slot.rfind("inputs/", 0) != 0)
+        throw ModelError(t.node, "the fold plan centers slot '" + t.slot + "' of '" + t.node +
+                                     "', which is not an operand");
+      *ref = centered_reader(t.param, t.axes, t.remove);
+    }
+  }
+
+  // norm(x, bias=b) -> add(norm.nobias(x), center(b)), the add taking the norm's name.
+  void split_norm_bias(int32_t i, const CenterTerm& t) {
+    Node& norm = out_.nodes[i];
+    const std::string name = norm.name;
+    const std::string bias = norm.bias;
+    norm.name = fresh(name + ".nobias");
+    norm.bias.clear();
+    std::string addend = centered_reader(bias, t.axes, t.remove);
+    // The bias lies on the norm's axes; broadcast it explicitly unless they are trailing.
+    const Shape& xs = g_.node_shapes[i];
+    const Axes na = normalize_axes(g_.nodes[i].axes, int64_t(xs.size()), name);
+    bool trailing = true;
+    for (size_t k = 0; k < na.size(); ++k)
+      trailing = trailing && na[k] == int64_t(xs.size() - na.size() + k);
+    if (!trailing) {
+      Node r;
+      r.name = fresh(bias + ".broadcast");
+      r.op = Op::reshape;
+      r.inputs = {addend};
+      r.shape.assign(xs.size(), 1);
+      for (int64_t a : na) r.shape[a] = xs[a];
+      out_.nodes.push_back(r);
+      addend = r.name;
+    }
+    Node add;
+    add.name = name;
+    add.op = Op::add;
+    add.inputs = {out_.nodes[i].name, addend};
+    out_.nodes.push_back(add);
+  }
+};
+
+}  // namespace
+
+Graph apply_fold(const Graph& g, const FoldPlan& plan) {
+  LNV_INTERNAL_ASSERT(g.finalized(), "apply_fold needs a finalized graph");
+  return Rewriter(g, plan).run();
+}
+
+}  // namespace lnv
