@@ -1,0 +1,41 @@
+// `lnverify audit MODEL.json [--json FILE]` (also plain `lnverify MODEL.json`): which
+// LayerNorms can become RMSNorm exactly, in inference and in training, and why not.
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "core/analysis/fold_plan.h"
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/model_json.h"
+#include "reports/audit_report.h"
+
+namespace lnv::cli {
+namespace {
+
+Action setup(CLI::App& sub) {
+  struct State {
+    std::string model, json;
+  };
+  auto st = std::make_shared<State>();
+  sub.add_option("MODEL", st->model, "model.json to audit")->required();
+  sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
+  return [st]() -> int {
+    const Graph g = load_model(st->model);
+    const FoldPlan plan = detect_foldable(g, Mode::inference);
+    const std::string report = report::audit_json(g, plan).dump(2) + "\n";
+    if (st->json == "-") {
+      std::cout << report;
+      return kOk;
+    }
+    std::cout << report::audit_text(g, plan);
+    if (!st->json.empty()) write_file_atomically(st->json, report);
+    return kOk;
+  };
+}
+
+const bool kRegistered = register_command(
+    {"audit", "list every LayerNorm, whether it folds into RMSNorm exactly, and why not", setup});
+
+}  // namespace
+}  // namespace lnv::cli

@@ -1,0 +1,155 @@
+#include "reports/audit_report.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace lnv::report {
+namespace {
+
+std::string term_label(const CenterTerm& t) {
+  return t.kind == CenterTerm::Kind::producer ? t.node : t.param;
+}
+
+std::vector<std::string> centered_names(const LnVerdict& v) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const CenterTerm& t : v.terms)
+    if (seen.insert(term_label(t)).second) out.push_back(term_label(t));
+  return out;
+}
+
+nlohmann::json term_json(const CenterTerm& t) {
+  nlohmann::json j;
+  j["kind"] = t.kind == CenterTerm::Kind::producer ? "producer" : "param";
+  j["node"] = t.node;
+  if (t.kind == CenterTerm::Kind::param) {
+    j["param"] = t.param;
+    j["slot"] = t.slot;
+    j["axes"] = t.axes;
+    j["remove"] = t.remove;
+  }
+  return j;
+}
+
+// (elements normalized per forward pass, affine ops per element) of one norm.
+struct NormShape {
+  double elements = 0;
+  int affine = 0;
+};
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
+  return buf;
+}
+
+}  // namespace
+
+NormCost norm_cost(const Graph& g, const FoldPlan& plan) {
+  const std::set<std::string> folded(plan.fold.begin(), plan.fold.end());
+  NormCost cost;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    double elements = 0;
+    int affine = 0;
+    bool layer = false, fold = false;
+    if (n.op == Op::layer_norm || n.op == Op::rms_norm) {
+      elements = double(numel(g.node_shapes[i]));
+      affine = !n.weight.empty() + !n.bias.empty();
+      layer = n.op == Op::layer_norm;
+      fold = folded.count(n.name) > 0;
+    } else if (n.op == Op::rnn && n.norm) {
+      // [N, T, H]: one norm per step over H.
+      elements = double(numel(g.node_shapes[i]));
+      affine = !n.norm->weight.empty() + !n.norm->bias.empty();
+      layer = n.norm->kind == Op::layer_norm;
+      fold = folded.count(n.name + ".norm") > 0;
+    } else {
+      continue;
+    }
+    const double ln = elements * (5 + affine), rms = elements * (3 + affine);
+    cost.before += layer ? ln : rms;
+    cost.after += layer && !fold ? ln : rms;
+  }
+  return cost;
+}
+
+nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
+  nlohmann::json j;
+  j["format"] = "lnverify.report";
+  j["version"] = 1;
+  j["model"] = g.name;
+  j["plan_mode"] = std::string(mode_name(plan.mode));
+  nlohmann::json lns = nlohmann::json::array();
+  for (const LnVerdict& v : plan.layer_norms) {
+    nlohmann::json e;
+    e["name"] = v.name;
+    e["node"] = v.node;
+    e["foldable"] = {{"inference", v.foldable[0]}, {"training", v.foldable[1]}};
+    // The first "no" explains the entry: inference's, else training's.
+    e["reason"] = !v.reason[0].empty() ? v.reason[0] : v.reason[1];
+    e["reasons"] = {{"inference", v.reason[0]}, {"training", v.reason[1]}};
+    e["path"] = {{"inference", v.path[0]}, {"training", v.path[1]}};
+    e["centered"] = centered_names(v);
+    nlohmann::json terms = nlohmann::json::array();
+    for (const CenterTerm& t : v.terms) terms.push_back(term_json(t));
+    e["terms"] = terms;
+    e["term_count"] = v.term_count;
+    e["opaque"] = v.opaque;
+    lns.push_back(e);
+  }
+  j["layer_norms"] = lns;
+  nlohmann::json center = nlohmann::json::array();
+  for (const CenterTerm& t : plan.center) center.push_back(term_json(t));
+  j["plan"] = {{"fold", plan.fold}, {"center", center}};
+  const NormCost cost = norm_cost(g, plan);
+  j["summary"] = {
+      {"layer_norms", plan.layer_norms.size()},
+      {"foldable_inference", plan.foldable_count(Mode::inference)},
+      {"foldable_training", plan.foldable_count(Mode::training)},
+      {"norm_ops_before", cost.before},
+      {"norm_ops_after", cost.after},
+      {"norm_ops_removed_share", cost.removed_share()},
+      {"norm_cost_model",
+       "per normalized element: LayerNorm 5 ops in 3 passes, RMSNorm 3 ops in 2 passes, "
+       "+1 per affine weight or bias"},
+  };
+  return j;
+}
+
+std::string audit_summary(const Graph& g, const FoldPlan& plan) {
+  std::ostringstream s;
+  s << plan.foldable_count(Mode::inference) << " of " << plan.layer_norms.size()
+    << " LayerNorms foldable (inference), " << plan.foldable_count(Mode::training)
+    << " (training); ~" << percent(norm_cost(g, plan).removed_share())
+    << " of norm arithmetic removed (" << mode_name(plan.mode) << " fold)";
+  return s.str();
+}
+
+std::string audit_text(const Graph& g, const FoldPlan& plan) {
+  size_t width = 9;
+  for (const LnVerdict& v : plan.layer_norms) width = std::max(width, v.name.size());
+  auto pad = [](const std::string& s, size_t w) {
+    return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+  };
+  std::ostringstream s;
+  s << pad("LayerNorm", width) << "  inference  training  centered\n";
+  for (const LnVerdict& v : plan.layer_norms) {
+    std::vector<std::string> names = centered_names(v);
+    std::string centered;
+    for (size_t k = 0; k < names.size() && k < 4; ++k) centered += (k ? ", " : "") + names[k];
+    if (names.size() > 4) centered += ", +" + std::to_string(names.size() - 4) + " more";
+    if (names.empty() && v.term_count > 0) centered = std::to_string(v.term_count) + " terms";
+    if (names.empty() && v.term_count == 0) centered = "-";
+    s << pad(v.name, width) << "  " << pad(v.foldable[0] ? "yes" : "no", 9) << "  "
+      << pad(v.foldable[1] ? "yes" : "no", 8) << "  " << centered << "\n";
+    if (!v.reason[0].empty()) s << "    why not (inference): " << v.reason[0] << "\n";
+    if (!v.reason[1].empty() && v.reason[1] != v.reason[0])
+      s << "    why not (training): " << v.reason[1] << "\n";
+  }
+  s << audit_summary(g, plan) << "\n";
+  return s.str();
+}
+
+}  // namespace lnv::report

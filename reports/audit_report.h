@@ -1,0 +1,36 @@
+// The audit report: every LayerNorm of a model with its verdict in both modes, the terms
+// its fold centers and, for a "no", the reason. JSON (`"format": "lnverify.report"`,
+// MODEL_FORMAT.md "Reports") and a text table.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/analysis/fold_plan.h"
+#include "core/graph.h"
+
+namespace lnv::report {
+
+// Estimated arithmetic of the model's norms per forward pass, before and after folding
+// the LNs foldable in the plan's mode. Per normalized element: a LayerNorm does 5
+// operations (mean: add; subtract; variance: multiply + add; scale) in 3 passes over the
+// row, an RMSNorm 3 (square + add; scale) in 2 passes; an affine weight or bias adds 1
+// each to both. Norms already rms_norm in the model are counted on both sides.
+struct NormCost {
+  double before = 0, after = 0;  // operations
+  double removed_share() const { return before > 0 ? (before - after) / before : 0.0; }
+};
+NormCost norm_cost(const Graph& g, const FoldPlan& plan);
+
+// The LN entries use the plan's terms for "centered" (names of producers and params).
+nlohmann::json audit_json(const Graph& g, const FoldPlan& plan);
+
+// A table: one row per LN (name, both verdicts, what is centered), each "no" followed by
+// its reason; then the one-line summary.
+std::string audit_text(const Graph& g, const FoldPlan& plan);
+
+// "k of n LayerNorms foldable (inference), j (training); ~x% of norm arithmetic removed"
+std::string audit_summary(const Graph& g, const FoldPlan& plan);
+
+}  // namespace lnv::report
