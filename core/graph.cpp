@@ -54,7 +54,15 @@ void Graph::finalize() {
     if (!valid_name(n))
       throw ModelError(where, "invalid name '" + n +
                                   "' (use letters, digits and _ . : / - only, not empty)");
-    if (!index_.emplace(n, r).second) throw ModelError(where, "duplicate name '" + n + "'");
+    auto [it, fresh] = index_.emplace(n, r);
+    if (!fresh) {
+      const ValueRef first = it->second;
+      const char* list = first.kind == ValueRef::Kind::input   ? "/inputs/"
+                         : first.kind == ValueRef::Kind::param ? "/params/"
+                                                               : "/nodes/";
+      throw ModelError(where, "duplicate name '" + n + "' (first used at " + list +
+                                  std::to_string(first.index) + ")");
+    }
   };
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string where = "/inputs/" + std::to_string(i);
