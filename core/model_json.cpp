@@ -80,6 +80,14 @@ class Reader {
     return j.get<std::string>();
   }
 
+  // The name of a param, as an attribute names it (an absent attribute is left out,
+  // never written as "").
+  std::string param_name(const json& j, const std::string& path) const {
+    std::string s = string(j, path);
+    if (s.empty()) fail(path, "expected the name of a param, got \"\"");
+    return s;
+  }
+
   bool boolean(const json& j, const std::string& path) const {
     if (!j.is_boolean()) fail(path, "expected true or false, got " + show(j));
     return j.get<bool>();
@@ -359,7 +367,7 @@ class ModelParser {
                               : key == "bv"        ? &n.bv
                               : key == "bo"        ? &n.bo
                                                    : nullptr;
-    if (param_attr) *param_attr = r.string(v, at);
+    if (param_attr) *param_attr = r.param_name(v, at);
     else if (key == "cbwc") n.cbwc = r.boolean(v, at);
     else if (key == "keepdims") n.keepdims = r.boolean(v, at);
     else if (key == "causal") n.causal = r.boolean(v, at);
@@ -392,8 +400,8 @@ class ModelParser {
       else r.fail(child(path, "kind"), "expected \"layer_norm\" or \"rms_norm\", got \"" + kind + "\"");
     }
     if (j.contains("eps")) norm.eps = r.number(j["eps"], child(path, "eps"));
-    if (j.contains("weight")) norm.weight = r.string(j["weight"], child(path, "weight"));
-    if (j.contains("bias")) norm.bias = r.string(j["bias"], child(path, "bias"));
+    if (j.contains("weight")) norm.weight = r.param_name(j["weight"], child(path, "weight"));
+    if (j.contains("bias")) norm.bias = r.param_name(j["bias"], child(path, "bias"));
     return norm;
   }
 

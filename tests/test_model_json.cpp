@@ -380,6 +380,25 @@ TEST_F(ModelJson, SaveOverwritesAtomicallyAndFailsCleanly) {
   }
 }
 
+TEST(ModelJsonFixture, FormatExampleWithF16File) {
+  // Loaded from another working directory than the model's: the file path is relative to
+  // the model file.
+  const fs::path model = fs::path(LNV_SOURCE_DIR) / "tests/data/model_format_example/model.json";
+  const Graph g = load_model(model.string());
+  EXPECT_EQ(g.name, "tiny-prenorm");
+  EXPECT_EQ(g.shape_of("ln"), (Shape{2, 5, 16}));
+  EXPECT_EQ(g.shape_of("e"), (Shape{2, 5, 8}));
+  const Param& w1 = g.params[g.param_index("W1")];
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(w1.values[i], ((i * 7 + 3) % 17 - 8) / 10.0) << i;
+  const Param& e = g.params[g.param_index("E")];
+  for (int i = 0; i < 50; ++i)
+    for (int j = 0; j < 8; ++j) EXPECT_EQ(e.values[i * 8 + j], (i - 25) / 8.0 + j / 64.0);
+  const Param& b1 = g.params[g.param_index("b1")];
+  ReferenceStream s(0, "b1");
+  EXPECT_EQ(b1.values[0], 0.1 * s.normal_pair().first);
+  EXPECT_EQ(g.nodes[1].eps, 1e-5);
+}
+
 // --- malformed inputs ---
 
 const char* kSmall = R"({
@@ -503,6 +522,10 @@ TEST(ModelJsonErrors, WrongTypes) {
                "/nodes/3/axes/0: expected an integer");
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][3]["eps"] = "small"; }),
                "/nodes/3/eps: expected a number");
+  EXPECT_ERROR(error_after([](json& j) { j["nodes"][0]["bias"] = ""; }),
+               "/nodes/0/bias: expected the name of a param");
+  EXPECT_ERROR(error_after([](json& j) { j["nodes"][0]["bias"] = 3; }),
+               "/nodes/0/bias: expected a string");
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][0]["cbwc"] = 1; }),
                "/nodes/0/cbwc: expected true or false");
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][0]["inputs"] = "x"; }),
