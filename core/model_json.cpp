@@ -514,18 +514,32 @@ std::string rebase_path(const std::string& file, const std::string& from_dir,
   return rel.empty() ? src.generic_string() : rel.generic_string();
 }
 
-// Whether the file a param came from still holds exactly its values.
-bool file_matches(const Param& p, const std::string& base_dir) {
-  try {
-    const SafetensorsTensor t =
-        read_safetensors_tensor((fs::path(base_dir) / p.file.path).string(), p.file.key);
-    return t.shape == p.shape && t.values == p.values;
-  } catch (const ModelError&) {
-    return false;
-  }
-}
+// Whether the files params came from still hold exactly their values. Each file's header
+// is parsed once.
+class FileCheck {
+ public:
+  explicit FileCheck(std::string base_dir) : base_dir_(std::move(base_dir)) {}
 
-json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir) {
+  bool matches(const Param& p) {
+    const std::string path = (fs::path(base_dir_) / p.file.path).lexically_normal().string();
+    try {
+      auto it = readers_.find(path);
+      if (it == readers_.end())
+        it = readers_.emplace(path, std::make_unique<SafetensorsReader>(path)).first;
+      const SafetensorsTensor t = it->second->read(p.file.key);
+      return t.shape == p.shape && t.values == p.values;
+    } catch (const ModelError&) {
+      return false;
+    }
+  }
+
+ private:
+  std::string base_dir_;
+  std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
+};
+
+json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir,
+                FileCheck& files) {
   json o = json::object();
   o["name"] = p.name;
   o["shape"] = p.shape;
@@ -541,7 +555,7 @@ json param_json(const Graph& g, const Param& p, size_t index, const std::string&
       init["high"] = p.init.high;
     }
     o["init"] = std::move(init);
-  } else if (raw && p.source == ParamSource::file && file_matches(p, g.base_dir)) {
+  } else if (raw && p.source == ParamSource::file && files.matches(p)) {
     o["file"] = {{"path", rebase_path(p.file.path, g.base_dir, out_dir)}, {"key", p.file.key}};
   } else {
     std::vector<double> values = effective_values(p);
@@ -639,8 +653,9 @@ nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
   j["inputs"] = json::array();
   for (const Input& in : g.inputs) j["inputs"].push_back(input_json(in));
   j["params"] = json::array();
+  FileCheck files(g.base_dir);
   for (size_t i = 0; i < g.params.size(); ++i)
-    j["params"].push_back(param_json(g, g.params[i], i, out_dir));
+    j["params"].push_back(param_json(g, g.params[i], i, out_dir, files));
   j["nodes"] = json::array();
   for (const Node& n : g.nodes) j["nodes"].push_back(node_json(n));
   j["outputs"] = g.outputs;
