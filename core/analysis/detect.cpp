@@ -340,12 +340,14 @@ class Analyzer {
   Expansion expand(int32_t v, Mask u);
   bool is_mean_of(int32_t m, int32_t v, Mask u) const {
     const Node& node = g_.nodes[m];
-    if (node.op != Op::mean || !node.keepdims) return false;
+    // A mean or max with keepdims over axes along which the deviation is constant passes
+    // it unchanged, so subtracting the result from v cancels it.
+    if ((node.op != Op::mean && node.op != Op::max) || !node.keepdims) return false;
     const ValueRef& r = g_.node_inputs[m][0];
     if (r.kind != ValueRef::Kind::node || r.index != v) return false;
     return subset(norm_axes(m), u);
   }
-  // sub(v, m) or sub(m, v) with m = mean(v, B ⊆ u, keepdims): the deviation cancels.
+  // sub(v, m) or sub(m, v) with m = mean or max(v, B ⊆ u, keepdims): the deviation cancels.
   bool cancels_with_mean(int32_t c, int32_t v, Mask u) const {
     if (g_.nodes[c].op != Op::sub) return false;
     const auto& in = g_.node_inputs[c];
@@ -807,7 +809,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   };
   for (auto [c, k] : uses_[v]) {
     if (is_mean_of(c, v, u) && live_[c]) {
-      // mean(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+      // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
       if (is_output_[c]) {
         ex.immediate.ok = false;
         ex.immediate.break_node = c;

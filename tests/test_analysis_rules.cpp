@@ -1,0 +1,442 @@
+// Focused tests of the analysis rules (DESIGN.md, "The semantics the detector must
+// implement"), each on a small graph built in code: the verdicts in both modes, what gets
+// centered, and that a "no" names the node that breaks it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/analysis/fold_plan.h"
+#include "tests/eval_test_graphs.h"
+
+namespace lnv {
+namespace {
+
+using testing::GraphBuilder;
+
+LnVerdict verdict(const FoldPlan& plan, const std::string& name) {
+  for (const LnVerdict& v : plan.layer_norms)
+    if (v.name == name) return v;
+  throw std::runtime_error("no LN named " + name);
+}
+
+bool has_producer(const LnVerdict& v, const std::string& node) {
+  return std::any_of(v.terms.begin(), v.terms.end(), [&](const CenterTerm& t) {
+    return t.kind == CenterTerm::Kind::producer && t.node == node;
+  });
+}
+
+bool mentions(const std::string& reason, const std::string& node) {
+  return reason.find("`" + node + "`") != std::string::npos;
+}
+
+// x [2, 3, 8] -> fc (linear 8 -> 8); the caller continues from "fc".
+GraphBuilder linear_start(const std::string& name = "fc") {
+  GraphBuilder b;
+  b.input("x", {2, 3, 8}).param(name + ".w", {8, 8}).param(name + ".b", {8});
+  Node& n = b.node(name, Op::linear, {"x"});
+  n.weight = name + ".w";
+  n.bias = name + ".b";
+  return b;
+}
+
+Node& layer_norm(GraphBuilder& b, const std::string& name, const std::string& in,
+                 Axes axes = {-1}) {
+  Node& n = b.node(name, Op::layer_norm, {in});
+  n.axes = std::move(axes);
+  return n;
+}
+
+TEST(AnalysisRules, LinearIntoLayerNormFoldsInBothModes) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  const FoldPlan plan = detect_foldable(b.build({"ln"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln");
+  EXPECT_TRUE(v.foldable[0]);
+  EXPECT_TRUE(v.foldable[1]);
+  EXPECT_TRUE(has_producer(v, "fc"));
+  EXPECT_EQ(plan.fold, std::vector<std::string>{"ln"});
+}
+
+TEST(AnalysisRules, GraphInputIsOpaque) {
+  GraphBuilder b;
+  b.input("x", {2, 8});
+  layer_norm(b, "ln", "x");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(v.opaque);
+  EXPECT_TRUE(mentions(v.reason[0], "x")) << v.reason[0];
+}
+
+TEST(AnalysisRules, CancelledAtomsDoNotSurvive) {
+  // ln1: x - mean(x) is zero-mean by construction; ln2: (fc + x) - x keeps only fc.
+  GraphBuilder b = linear_start();
+  Node& m = b.node("m", Op::mean, {"x"});
+  m.axes = {-1};
+  m.keepdims = true;
+  b.node("c", Op::sub, {"x", "m"});
+  layer_norm(b, "ln1", "c");
+  b.node("s", Op::add, {"fc", "x"});
+  b.node("d", Op::sub, {"s", "x"});
+  layer_norm(b, "ln2", "d");
+  const FoldPlan plan = detect_foldable(b.build({"ln1", "ln2"}), Mode::inference);
+  const LnVerdict& v1 = verdict(plan, "ln1");
+  EXPECT_TRUE(v1.foldable[0]);
+  EXPECT_TRUE(v1.terms.empty());
+  const LnVerdict& v2 = verdict(plan, "ln2");
+  EXPECT_TRUE(v2.foldable[0]) << v2.reason[0];
+  ASSERT_EQ(v2.terms.size(), 1u);
+  EXPECT_TRUE(has_producer(v2, "fc"));
+}
+
+TEST(AnalysisRules, ScaleByZeroRemovesAnOpaqueAtom) {
+  GraphBuilder b = linear_start();
+  Node& z = b.node("z", Op::scale, {"x"});
+  z.factor = 0.0;
+  b.node("s", Op::add, {"fc", "z"});
+  layer_norm(b, "ln", "s");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+TEST(AnalysisRules, TransposeAndWholeBlockReshapeKeepTheFeatureAxis) {
+  // fc [2,3,8] -> reshape [2,3,2,4] -> transpose(0,2,1,3)... back -> LN over the features.
+  GraphBuilder b = linear_start();
+  Node& r1 = b.node("r1", Op::reshape, {"fc"});
+  r1.shape = {6, 8};
+  Node& t = b.node("t", Op::transpose, {"r1"});
+  t.perm = {1, 0};
+  Node& t2 = b.node("t2", Op::transpose, {"t"});
+  t2.perm = {1, 0};
+  layer_norm(b, "ln", "t2");
+  // The same features split into heads: a per-head LN is not a whole-feature mean.
+  Node& heads = b.node("heads", Op::reshape, {"fc"});
+  heads.shape = {2, 3, 2, 4};
+  layer_norm(b, "ln_head", "heads");
+  // Features moved to the front: the LN over axis 0 of the transpose is over them.
+  Node& front = b.node("front", Op::transpose, {"fc"});
+  front.perm = {2, 0, 1};
+  layer_norm(b, "ln_front", "front", {0});
+  const FoldPlan plan = detect_foldable(b.build({"ln", "ln_head", "ln_front"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln").foldable[0]) << verdict(plan, "ln").reason[0];
+  EXPECT_TRUE(verdict(plan, "ln_front").foldable[0]) << verdict(plan, "ln_front").reason[0];
+  const LnVerdict& vh = verdict(plan, "ln_head");
+  EXPECT_FALSE(vh.foldable[0]);
+  EXPECT_TRUE(mentions(vh.reason[0], "heads")) << vh.reason[0];
+}
+
+TEST(AnalysisRules, DeadBranchesDoNotMatter) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  b.node("act", Op::gelu, {"fc"});  // reaches no output
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+TEST(AnalysisRules, ShiftIntoALiveNonlinearityBreaks) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  b.node("act", Op::gelu, {"fc"});
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "act"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_FALSE(v.foldable[1]);
+  EXPECT_TRUE(mentions(v.reason[0], "act")) << v.reason[0];
+  ASSERT_FALSE(v.path[0].empty());
+  EXPECT_EQ(v.path[0].front(), "act");
+  EXPECT_EQ(v.path[0].back(), "ln");
+}
+
+TEST(AnalysisRules, CenteredTermReachingAnOutputBreaks) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "fc"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "fc")) << v.reason[0];
+}
+
+TEST(AnalysisRules, MaxOverTheShiftAxisPassesTheShift) {
+  // softmax-like: e = exp(fc - max_f(fc)) is unchanged by centering fc.
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  Node& mx = b.node("mx", Op::max, {"fc"});
+  mx.axes = {-1};
+  mx.keepdims = true;
+  b.node("d", Op::sub, {"fc", "mx"});
+  b.node("e", Op::exp, {"d"});
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "e"}), Mode::inference), "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+TEST(AnalysisRules, MaxOverAnotherAxisBreaks) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  Node& mx = b.node("pool", Op::max, {"fc"});
+  mx.axes = {1};  // over tokens: the shift varies along them
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "pool"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "pool")) << v.reason[0];
+}
+
+TEST(AnalysisRules, GroupedConvIsNotFoldableAndTheReasonSaysWhatWouldHelp) {
+  GraphBuilder b;
+  b.input("x", {2, 4, 6}).param("cw", {4, 2, 3}).param("dw", {4, 4, 3});
+  Node& c = b.node("conv", Op::conv1d, {"x"});
+  c.weight = "cw";
+  c.groups = 2;
+  Node& t = b.node("t", Op::transpose, {"conv"});
+  t.perm = {0, 2, 1};
+  layer_norm(b, "ln", "t");
+  Node& d = b.node("dense", Op::conv1d, {"x"});
+  d.weight = "dw";
+  Node& t2 = b.node("t2", Op::transpose, {"dense"});
+  t2.perm = {0, 2, 1};
+  layer_norm(b, "ln_dense", "t2");
+  const FoldPlan plan = detect_foldable(b.build({"ln", "ln_dense"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "conv")) << v.reason[0];
+  EXPECT_NE(v.reason[0].find("groups=2"), std::string::npos) << v.reason[0];
+  EXPECT_NE(v.reason[0].find("dense"), std::string::npos) << v.reason[0];
+  EXPECT_TRUE(verdict(plan, "ln_dense").foldable[0]) << verdict(plan, "ln_dense").reason[0];
+}
+
+TEST(AnalysisRules, ConcatAlongTheFeatureAxis) {
+  GraphBuilder b = linear_start("fa");
+  b.param("fb.w", {8, 8});
+  Node& fb = b.node("fb", Op::linear, {"x"});
+  fb.weight = "fb.w";
+  Node& cat = b.node("cat", Op::concat, {"fa", "fb"});
+  cat.axis = -1;
+  layer_norm(b, "ln", "cat");
+  Node& same = b.node("same", Op::concat, {"fa", "fa"});
+  same.axis = -1;
+  layer_norm(b, "ln_same", "same");
+  Node& tok = b.node("tok", Op::concat, {"fa", "fb"});
+  tok.axis = 1;
+  layer_norm(b, "ln_tok", "tok");
+  const FoldPlan plan = detect_foldable(b.build({"ln", "ln_same", "ln_tok"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "cat")) << v.reason[0];
+  EXPECT_TRUE(has_producer(v, "fa"));
+  EXPECT_TRUE(has_producer(v, "fb"));
+  // fa's shift varies along the feature axis of `cat`, so its other uses break too.
+  EXPECT_FALSE(verdict(plan, "ln_same").foldable[0]);
+  EXPECT_FALSE(verdict(plan, "ln_tok").foldable[0]);
+}
+
+TEST(AnalysisRules, ConcatOfOneValueWithItselfKeepsTheShiftConstant) {
+  GraphBuilder b = linear_start();
+  Node& same = b.node("same", Op::concat, {"fc", "fc"});
+  same.axis = -1;
+  layer_norm(b, "ln", "same");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+TEST(AnalysisRules, PerFeatureFactorBreaksPerTokenFactorKeeps) {
+  GraphBuilder b = linear_start();
+  b.param("gamma", {8}).param("tokw", {3, 1});
+  b.node("m", Op::mul, {"fc", "gamma"});
+  layer_norm(b, "ln", "m");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "m")) << v.reason[0];
+
+  GraphBuilder b2 = linear_start();
+  b2.param("tokw", {3, 1});
+  b2.node("m", Op::mul, {"fc", "tokw"});
+  layer_norm(b2, "ln", "m");
+  const LnVerdict& v2 = verdict(detect_foldable(b2.build({"ln"}), Mode::inference), "ln");
+  EXPECT_TRUE(v2.foldable[0]) << v2.reason[0];
+}
+
+TEST(AnalysisRules, GateComputedFromAShiftedValueBreaks) {
+  GraphBuilder b = linear_start();
+  b.param("fo.w", {8, 8});
+  layer_norm(b, "ln", "fc");
+  b.node("gate", Op::sigmoid, {"fc"});
+  Node& other = b.node("other", Op::linear, {"x"});
+  other.weight = "fo.w";
+  b.node("gated", Op::mul, {"other", "gate"});
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "gated"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "gate")) << v.reason[0];
+}
+
+TEST(AnalysisRules, TrainingDropoutBetweenProducerAndLayerNorm) {
+  GraphBuilder b = linear_start("fc_2");
+  Node& d = b.node("drop_3", Op::dropout, {"fc_2"});
+  d.p = 0.1;
+  layer_norm(b, "ln_2", "drop_3");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln_2"}), Mode::training), "ln_2");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+  EXPECT_FALSE(v.foldable[1]);
+  EXPECT_TRUE(mentions(v.reason[1], "drop_3")) << v.reason[1];
+  EXPECT_TRUE(mentions(v.reason[1], "fc_2")) << v.reason[1];
+  EXPECT_TRUE(mentions(v.reason[1], "ln_2")) << v.reason[1];
+  EXPECT_TRUE(v.reason[0].empty());
+}
+
+TEST(AnalysisRules, TrainingDropoutOnAResidualBranchSpoilsTheStream) {
+  // pre-norm block: h = emb + drop(fc(ln1(h))); ln2(h). The dropout output is opaque in
+  // training, so ln2 cannot fold; emb's shift flows through the add (not the dropout).
+  GraphBuilder b;
+  b.index_input("tok", {2, 3}, 10).param("E", {10, 8}).param("fc.w", {8, 8});
+  Node& e = b.node("emb", Op::embedding, {"tok"});
+  e.weight = "E";
+  layer_norm(b, "ln1", "emb");
+  Node& fc = b.node("fc", Op::linear, {"ln1"});
+  fc.weight = "fc.w";
+  Node& d = b.node("drop", Op::dropout, {"fc"});
+  d.p = 0.2;
+  b.node("h", Op::add, {"emb", "drop"});
+  layer_norm(b, "ln2", "h");
+  const FoldPlan plan = detect_foldable(b.build({"ln2"}), Mode::training);
+  EXPECT_TRUE(verdict(plan, "ln1").foldable[1]) << verdict(plan, "ln1").reason[1];
+  EXPECT_TRUE(verdict(plan, "ln2").foldable[0]);
+  EXPECT_FALSE(verdict(plan, "ln2").foldable[1]);
+  EXPECT_TRUE(mentions(verdict(plan, "ln2").reason[1], "drop"));
+  EXPECT_EQ(plan.fold, std::vector<std::string>{"ln1"});
+}
+
+TEST(AnalysisRules, PositionalEmbeddingIsAParamTermCenteredOverFeatures) {
+  GraphBuilder b;
+  b.index_input("tok", {2, 3}, 10).param("E", {10, 8}).param("pos", {3, 8}).param("bias1", {3, 1});
+  Node& e = b.node("emb", Op::embedding, {"tok"});
+  e.weight = "E";
+  b.node("h", Op::add, {"emb", "pos"});
+  b.node("h2", Op::add, {"h", "bias1"});  // broadcast along the features: removed
+  layer_norm(b, "ln", "h2");
+  const FoldPlan plan = detect_foldable(b.build({"ln"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln");
+  ASSERT_TRUE(v.foldable[0]) << v.reason[0];
+  EXPECT_TRUE(has_producer(v, "emb"));
+  bool pos = false, removed = false;
+  for (const CenterTerm& t : v.terms) {
+    if (t.param == "pos") {
+      pos = true;
+      EXPECT_EQ(t.node, "h");
+      EXPECT_EQ(t.slot, "inputs/1");
+      EXPECT_EQ(t.axes, Axes{1});
+      EXPECT_FALSE(t.remove);
+    }
+    if (t.param == "bias1") {
+      removed = true;
+      EXPECT_TRUE(t.remove);
+    }
+  }
+  EXPECT_TRUE(pos);
+  EXPECT_TRUE(removed);
+}
+
+TEST(AnalysisRules, NormBiasWithoutWeightIsATerm) {
+  GraphBuilder b = linear_start();
+  b.param("nb", {8});
+  Node& ln0 = layer_norm(b, "ln0", "fc");
+  ln0.bias = "nb";
+  layer_norm(b, "ln1", "ln0");
+  const FoldPlan plan = detect_foldable(b.build({"ln1"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln1");
+  ASSERT_TRUE(v.foldable[0]) << v.reason[0];
+  ASSERT_EQ(v.terms.size(), 1u);
+  EXPECT_EQ(v.terms[0].param, "nb");
+  EXPECT_EQ(v.terms[0].slot, "bias");
+}
+
+TEST(AnalysisRules, NormWithWeightIsOpaque) {
+  GraphBuilder b = linear_start();
+  b.param("nw", {8});
+  Node& ln0 = layer_norm(b, "ln0", "fc");
+  ln0.weight = "nw";
+  layer_norm(b, "ln1", "ln0");
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln1"}), Mode::inference), "ln1");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(v.opaque);
+  EXPECT_TRUE(mentions(v.reason[0], "ln0")) << v.reason[0];
+}
+
+TEST(AnalysisRules, TiedEmbeddingIsCenteredOnlyWhereItFeedsTheNorm) {
+  // The lm head reads E raw; the embedding's use is still a term.
+  GraphBuilder b;
+  b.index_input("tok", {2, 3}, 10).param("E", {10, 8});
+  Node& e = b.node("emb", Op::embedding, {"tok"});
+  e.weight = "E";
+  layer_norm(b, "ln", "emb");
+  Node& head = b.node("head", Op::linear, {"ln"});
+  head.weight = "E";
+  const FoldPlan plan = detect_foldable(b.build({"head"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln").foldable[0]);
+  EXPECT_TRUE(verdict(plan, "ln").foldable[1]);
+  ASSERT_EQ(plan.center.size(), 1u);
+  EXPECT_EQ(plan.center[0].node, "emb");
+}
+
+TEST(AnalysisRules, SoftmaxAbsorbsAlongTheShiftAxis) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  Node& s = b.node("sm", Op::softmax, {"fc"});
+  s.axis = -1;
+  Node& s2 = b.node("sm_tok", Op::softmax, {"fc"});
+  s2.axis = 1;
+  const FoldPlan plan = detect_foldable(b.build({"ln", "sm"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln").foldable[0]) << verdict(plan, "ln").reason[0];
+  GraphBuilder b2 = linear_start();
+  layer_norm(b2, "ln", "fc");
+  Node& s3 = b2.node("sm_tok", Op::softmax, {"fc"});
+  s3.axis = 1;
+  const LnVerdict& v = verdict(detect_foldable(b2.build({"ln", "sm_tok"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "sm_tok")) << v.reason[0];
+}
+
+TEST(AnalysisRules, RnnNormAlwaysFolds) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 4}).param("wih", {5, 4}).param("whh", {5, 5}).param("rb", {5});
+  Node& r = b.node("rnn", Op::rnn, {"x"});
+  r.weight_ih = "wih";
+  r.weight_hh = "whh";
+  r.bias = "rb";
+  r.norm = RnnNorm{};
+  const FoldPlan plan = detect_foldable(b.build({"rnn"}), Mode::training);
+  const LnVerdict& v = verdict(plan, "rnn.norm");
+  EXPECT_TRUE(v.foldable[0]);
+  EXPECT_TRUE(v.foldable[1]);
+  EXPECT_TRUE(has_producer(v, "rnn"));
+}
+
+TEST(AnalysisRules, DeepResidualStreamIsFoldableThroughout) {
+  // emb -> [ln_k -> fc1 -> gelu -> fc2 -> add]* -> ln_f
+  GraphBuilder b;
+  b.index_input("tok", {1, 4}, 16).param("E", {16, 8});
+  Node& e = b.node("emb", Op::embedding, {"tok"});
+  e.weight = "E";
+  std::string h = "emb";
+  const int blocks = 30;
+  for (int k = 0; k < blocks; ++k) {
+    const std::string s = std::to_string(k);
+    layer_norm(b, "ln" + s, h);
+    b.param("w1_" + s, {16, 8}).param("w2_" + s, {8, 16});
+    Node& f1 = b.node("fc1_" + s, Op::linear, {"ln" + s});
+    f1.weight = "w1_" + s;
+    b.node("act" + s, Op::gelu, {"fc1_" + s});
+    Node& f2 = b.node("fc2_" + s, Op::linear, {"act" + s});
+    f2.weight = "w2_" + s;
+    b.node("h" + s, Op::add, {h, "fc2_" + s});
+    h = "h" + s;
+  }
+  layer_norm(b, "ln_f", h);
+  const FoldPlan plan = detect_foldable(b.build({"ln_f"}), Mode::inference);
+  EXPECT_EQ(plan.foldable_count(Mode::inference), size_t(blocks + 1));
+  const LnVerdict& last = verdict(plan, "ln_f");
+  EXPECT_EQ(last.terms.size(), size_t(blocks + 1));  // emb and every fc2
+  EXPECT_EQ(last.term_count, size_t(blocks + 1));
+  EXPECT_EQ(plan.center.size(), size_t(blocks + 1));
+  // Without the per-LN lists the verdicts and the plan are the same.
+  const FoldPlan lean = detect_foldable(b.build({"ln_f"}), Mode::inference, {false});
+  EXPECT_TRUE(verdict(lean, "ln_f").terms.empty());
+  EXPECT_EQ(verdict(lean, "ln_f").term_count, size_t(blocks + 1));
+  EXPECT_EQ(lean.center.size(), plan.center.size());
+}
+
+}  // namespace
+}  // namespace lnv
