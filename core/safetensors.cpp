@@ -149,17 +149,19 @@ SafetensorsTensor SafetensorsReader::read(const std::string& key) const {
   if (!in) throw ModelError(where, "cannot read the tensor data (file truncated?)");
   const auto* p = reinterpret_cast<const unsigned char*>(raw.data());
   t.values.resize(count);
-  for (uint64_t i = 0; i < count; ++i, p += esize) {
-    const uint64_t bits = load_le(p, esize);
-    if (dtype == "F64")
-      t.values[i] = std::bit_cast<double>(bits);
-    else if (dtype == "F32")
-      t.values[i] = std::bit_cast<float>(static_cast<uint32_t>(bits));
-    else if (dtype == "F16")
-      t.values[i] = half_to_double(static_cast<uint16_t>(bits));
-    else
-      t.values[i] = bf16_to_double(static_cast<uint16_t>(bits));
-  }
+  auto convert = [&](auto decode) {
+    for (uint64_t i = 0; i < count; ++i, p += esize) t.values[i] = decode(load_le(p, esize));
+  };
+  if (dtype == "F64")
+    convert([](uint64_t bits) { return std::bit_cast<double>(bits); });
+  else if (dtype == "F32")
+    convert([](uint64_t bits) -> double {
+      return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    });
+  else if (dtype == "F16")
+    convert([](uint64_t bits) { return half_to_double(static_cast<uint16_t>(bits)); });
+  else
+    convert([](uint64_t bits) { return bf16_to_double(static_cast<uint16_t>(bits)); });
   return t;
 }
 
@@ -177,11 +179,13 @@ void write_safetensors(const std::string& path,
       throw ModelError(path, "tensor '" + key + "' has " + std::to_string(t.values.size()) +
                                  " values but shape " + to_string(t.shape));
     const uint64_t begin = data.size();
+    const int esize = t.dtype == SafetensorsDType::f64 ? 8 : 4;
+    data.resize(begin + esize * t.values.size());
+    char* out = data.data() + begin;
     for (double v : t.values) {
-      if (t.dtype == SafetensorsDType::f64)
-        store_le(data, std::bit_cast<uint64_t>(v), 8);
-      else
-        store_le(data, std::bit_cast<uint32_t>(static_cast<float>(v)), 4);
+      const uint64_t bits = esize == 8 ? std::bit_cast<uint64_t>(v)
+                                       : std::bit_cast<uint32_t>(static_cast<float>(v));
+      for (int b = 0; b < esize; ++b) *out++ = static_cast<char>((bits >> (8 * b)) & 0xff);
     }
     nlohmann::json& entry = header[key];
     entry["dtype"] = t.dtype == SafetensorsDType::f64 ? "F64" : "F32";
