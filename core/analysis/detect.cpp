@@ -1064,11 +1064,18 @@ FoldPlan detect_foldable(const Graph& g, Mode mode) { return detect_foldable(g, 
 
 FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options) {
   LNV_INTERNAL_ASSERT(g.finalized(), "detect_foldable needs a finalized graph");
-  Analyzer inference(g, Mode::inference), training(g, Mode::training);
+  // Without an active dropout the two modes are the same function: analyse once.
+  const bool same_modes = std::none_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op == Op::dropout && n.p > 0.0;
+  });
+  Analyzer inference(g, Mode::inference);
+  std::optional<Analyzer> training_only;
+  if (!same_modes) training_only.emplace(g, Mode::training);
+  Analyzer& training = same_modes ? inference : *training_only;
   Analyzer* const by_mode[2] = {&inference, &training};
   Reasoner why_inf(inference), why_tr(training);
   Reasoner* const reasoners[2] = {&why_inf, &why_tr};
-  const int pm = static_cast<int>(mode);
+  const int pm = same_modes ? 0 : static_cast<int>(mode);
 
   FoldPlan plan;
   plan.mode = mode;
@@ -1104,6 +1111,12 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
     v.node = node.name;
     Form plan_form;
     for (int m = 0; m < 2; ++m) {
+      if (m == 1 && same_modes) {
+        v.foldable[1] = v.foldable[0];
+        v.reason[1] = v.reason[0];
+        v.path[1] = v.path[0];
+        continue;
+      }
       ModeVerdict mv = judge_ln(*by_mode[m], *reasoners[m], n, node.name);
       v.foldable[m] = mv.foldable;
       v.reason[m] = mv.reason;
