@@ -1,0 +1,500 @@
+// The LibTorch engine (torch/engine.h): one switch over ops on ATen tensors; reverse mode
+// by ATen autograd.
+#include "torch/engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "core/error.h"
+#include "core/eval/evaluator.h"
+#include "core/random.h"
+#include "torch/kernels/norm_kernels.h"
+
+namespace lnv::torch_engine {
+namespace {
+
+at::ScalarType scalar_type(Precision p) { return p == Precision::f32 ? at::kFloat : at::kDouble; }
+
+at::Tensor from_doubles(const Shape& shape, const std::vector<double>& v, at::ScalarType t) {
+  at::Tensor d = at::from_blob(const_cast<double*>(v.data()), at::IntArrayRef(shape), at::kDouble)
+                     .clone();
+  return t == at::kDouble ? d : d.to(t);
+}
+
+Tensor<double> to_lnv(const at::Tensor& t) {
+  const at::Tensor d = t.detach().to(at::kDouble).contiguous();
+  Tensor<double> out;
+  out.shape = d.sizes().vec();
+  out.data.assign(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  return out;
+}
+
+std::string where_of(const Node& n) { return "node '" + n.name + "'"; }
+
+// The axis CBWC centers a param attribute over (MODEL_FORMAT.md, `cbwc`), or -1.
+int64_t cbwc_axis(const Node& n, const std::string& attr) {
+  if (!n.cbwc) return -1;
+  switch (n.op) {
+    case Op::linear:
+    case Op::conv1d:
+    case Op::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
+    case Op::embedding: return attr == "weight" ? 1 : -1;
+    case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
+    case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
+    default: return -1;  // matmul centers an operand, not an attribute
+  }
+}
+
+// A cbwc matmul centers its param operand: b over its last axis (second-last with
+// transpose_b) when b is a param, else a over its second-last axis.
+std::pair<int, int64_t> matmul_center(const Graph& g, int32_t i) {
+  const Node& n = g.nodes[i];
+  if (!n.cbwc) return {-1, -1};
+  const auto& in = g.node_inputs[i];
+  if (in[1].kind == ValueRef::Kind::param) {
+    const int64_t r = static_cast<int64_t>(g.shape_of(in[1]).size());
+    return {1, n.transpose_b ? r - 2 : r - 1};
+  }
+  if (in[0].kind == ValueRef::Kind::param)
+    return {0, static_cast<int64_t>(g.shape_of(in[0]).size()) - 2};
+  throw ModelError(where_of(n) + "/cbwc",
+                   "a cbwc matmul needs a param operand to center, but both inputs are values");
+}
+
+at::Tensor centered(const at::Tensor& t, at::IntArrayRef axes) {
+  return t - t.mean(axes, /*keepdim=*/true);
+}
+
+// Per-spatial-axis conv attribute (one entry applies to every axis).
+std::vector<int64_t> per_axis(const std::vector<int64_t>& v, int spatial) {
+  return v.size() == 1 ? std::vector<int64_t>(spatial, v[0]) : v;
+}
+
+bool trailing(const Axes& axes, int64_t rank) {
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(k))
+      return false;
+  return true;
+}
+
+// A norm's weight/bias (shape of the input over `axes`) viewed to broadcast against x.
+at::Tensor over_axes(const at::Tensor& p, int64_t rank, const Axes& axes) {
+  std::vector<int64_t> shape(rank, 1);
+  for (size_t k = 0; k < axes.size(); ++k) shape[axes[k]] = p.size(static_cast<int64_t>(k));
+  return p.reshape(shape);
+}
+
+at::Tensor layer_norm(const at::Tensor& x, const Axes& axes, const at::Tensor& w,
+                      const at::Tensor& b, double eps) {
+  const int64_t rank = x.dim();
+  std::vector<int64_t> normalized;
+  for (int64_t a : axes) normalized.push_back(x.size(a));
+  if (trailing(axes, rank)) return at::layer_norm(x, normalized, w, b, eps);
+  // Move the normalized axes to the end (in order), normalize, move them back.
+  std::vector<int64_t> perm, inverse(rank);
+  for (int64_t a = 0; a < rank; ++a)
+    if (!std::binary_search(axes.begin(), axes.end(), a)) perm.push_back(a);
+  perm.insert(perm.end(), axes.begin(), axes.end());
+  for (int64_t k = 0; k < rank; ++k) inverse[perm[k]] = k;
+  return at::layer_norm(x.permute(perm), normalized, w, b, eps).permute(inverse);
+}
+
+at::Tensor rms_norm_composed(const at::Tensor& x, const Axes& axes, const at::Tensor& w,
+                             const at::Tensor& b, double eps) {
+  at::Tensor y = x * at::rsqrt(x.square().mean(axes, /*keepdim=*/true) + eps);
+  if (w.defined()) y = y * over_axes(w, x.dim(), axes);
+  if (b.defined()) y = y + over_axes(b, x.dim(), axes);
+  return y;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  const Graph* g;
+  EngineOptions opt;
+  at::ScalarType dt;
+  std::vector<at::Tensor> stored;  // per param, in dt, as stored (before center_axes)
+
+  // The current run.
+  RunOptions run;
+  bool grad = false;
+  std::vector<at::Tensor> leaves;  // grad runs: the stored params, requiring grad
+  std::vector<at::Tensor> inputs;  // float inputs in dt, index inputs as int64
+  std::vector<at::Tensor> values;  // per node
+  std::vector<at::Tensor> outputs;
+
+  // Gradient-free runs: param reads computed once (in double, then rounded to dt), and
+  // per-node output buffers reused from run to run.
+  std::vector<at::Tensor> effective_cache;
+  std::map<std::pair<int32_t, std::string>, at::Tensor> read_cache;
+  std::vector<at::Tensor> buffers;
+
+  bool timing = false;
+  std::vector<int> timing_slot;  // per node: index into timings, -1 for non-norms
+  std::vector<NormTiming> timings;
+
+  Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
+    LNV_INTERNAL_ASSERT(graph.finalized(), "the torch engine needs a finalized graph");
+    for (const Param& p : graph.params) stored.push_back(from_doubles(p.shape, p.values, dt));
+    effective_cache.resize(graph.params.size());
+    buffers.resize(graph.nodes.size());
+    timing_slot.assign(graph.nodes.size(), -1);
+    for (int32_t i : graph.order) {
+      const Node& n = graph.nodes[i];
+      if (n.op != Op::layer_norm && n.op != Op::rms_norm) continue;
+      timing_slot[i] = static_cast<int>(timings.size());
+      timings.push_back({n.name, n.op, 0, 0, 0, 0.0});
+    }
+  }
+
+  void set_inputs(const std::vector<Tensor<double>>& in) {
+    if (in.size() != g->inputs.size())
+      throw ModelError("/inputs", "expected " + std::to_string(g->inputs.size()) +
+                                      " input tensors, got " + std::to_string(in.size()));
+    inputs.clear();
+    for (size_t k = 0; k < in.size(); ++k) {
+      const Input& spec = g->inputs[k];
+      const std::string where = "/inputs/" + std::to_string(k) + " (input '" + spec.name + "')";
+      if (in[k].shape != spec.shape || in[k].size() != numel(spec.shape))
+        throw ModelError(where, "expected a tensor of shape " + to_string(spec.shape) +
+                                    ", got " + to_string(in[k].shape));
+      if (spec.dtype == DType::float_) {
+        inputs.push_back(from_doubles(spec.shape, in[k].data, dt));
+        continue;
+      }
+      std::vector<int64_t> ids(in[k].data.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const double id = in[k].data[i];
+        if (!(id >= 0 && id < static_cast<double>(spec.range) && std::floor(id) == id))
+          throw ModelError(where, "id " + std::to_string(id) + " at flat index " +
+                                      std::to_string(i) + " is not an integer in [0, " +
+                                      std::to_string(spec.range) + ")");
+        ids[i] = static_cast<int64_t>(id);
+      }
+      inputs.push_back(at::from_blob(ids.data(), at::IntArrayRef(spec.shape), at::kLong).clone());
+    }
+  }
+
+  // --- params ---
+
+  // The param's value with center_axes applied.
+  at::Tensor effective(int k) {
+    const Param& p = g->params[k];
+    if (grad) {
+      const at::Tensor& t = leaves[k];
+      return p.center_axes.empty() ? t : centered(t, p.center_axes);
+    }
+    at::Tensor& c = effective_cache[k];
+    if (!c.defined()) {
+      if (p.center_axes.empty()) {
+        c = stored[k];
+      } else {
+        const at::Tensor d = from_doubles(p.shape, p.values, at::kDouble);
+        c = centered(d, p.center_axes).to(dt).contiguous();
+      }
+    }
+    return c;
+  }
+
+  // Param `name` read by attribute `attr` of node i (CBWC-centered when the node says so).
+  at::Tensor read(int32_t i, const std::string& attr, const std::string& name) {
+    if (name.empty()) return {};
+    const int k = g->param_index(name);
+    const int64_t axis = cbwc_axis(g->nodes[i], attr);
+    if (axis < 0) return effective(k);
+    return centered_read(i, attr, k, axis);
+  }
+
+  at::Tensor centered_read(int32_t i, const std::string& key, int k, int64_t axis) {
+    if (grad) return centered(effective(k), {axis});
+    at::Tensor& c = read_cache[{i, key}];
+    if (!c.defined()) {
+      const Param& p = g->params[k];
+      at::Tensor d = from_doubles(p.shape, p.values, at::kDouble);
+      if (!p.center_axes.empty()) d = centered(d, p.center_axes);
+      c = centered(d, {axis}).to(dt).contiguous();
+    }
+    return c;
+  }
+
+  at::Tensor value(const ValueRef& r) {
+    switch (r.kind) {
+      case ValueRef::Kind::input: return inputs[r.index];
+      case ValueRef::Kind::param: return effective(r.index);
+      case ValueRef::Kind::node: return values[r.index];
+    }
+    throw InternalError("bad ValueRef kind");
+  }
+
+  at::Tensor in(int32_t i, size_t k) { return value(g->node_inputs[i][k]); }
+
+  // --- running ---
+
+  void forward_all() {
+    values.assign(g->nodes.size(), at::Tensor());
+    for (int32_t i : g->order) values[i] = node(i);
+    outputs.clear();
+    for (const ValueRef& r : g->output_refs) outputs.push_back(value(r));
+  }
+
+  void forward_no_grad(const RunOptions& r) {
+    c10::InferenceMode guard;
+    run = r;
+    grad = false;
+    forward_all();
+  }
+
+  // A reusable output buffer of node i with the given sizes.
+  at::Tensor& buffer(int32_t i, at::IntArrayRef sizes) {
+    at::Tensor& b = buffers[i];
+    if (!b.defined() || b.sizes() != sizes || b.scalar_type() != dt)
+      b = at::empty(sizes, at::TensorOptions().dtype(dt));
+    return b;
+  }
+
+  at::Tensor linear(int32_t i, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    if (grad) return at::linear(x, w, b);
+    // Into the node's buffer: [rows, out] = x [rows, in] · wᵀ (+ b).
+    const int64_t in_features = w.size(1), out_features = w.size(0);
+    std::vector<int64_t> ys = x.sizes().vec();
+    ys.back() = out_features;
+    at::Tensor& y = buffer(i, ys);
+    at::Tensor y2 = y.view({-1, out_features});
+    const at::Tensor x2 = x.reshape({-1, in_features});
+    if (b.defined())
+      at::addmm_out(y2, b, x2, w.t());
+    else
+      at::mm_out(y2, x2, w.t());
+    return y;
+  }
+
+  at::Tensor norm(int32_t i, const at::Tensor& x, Op op, const Axes& axes, const at::Tensor& w,
+                  const at::Tensor& b, double eps) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = timing ? Clock::now() : Clock::time_point();
+    at::Tensor y;
+    if (op == Op::layer_norm) {
+      y = layer_norm(x, axes, w, b, eps);
+    } else if (!grad && dt == at::kFloat && opt.fused_rms_norm && trailing(axes, x.dim())) {
+      const at::Tensor xc = x.contiguous();
+      int64_t cols = 1;
+      for (int64_t a : axes) cols *= x.size(a);
+      y = buffer(i, x.sizes());
+      kernels::rms_norm(xc.data_ptr<float>(), w.defined() ? w.data_ptr<float>() : nullptr,
+                        b.defined() ? b.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                        x.numel() / cols, cols, static_cast<float>(eps));
+    } else {
+      y = rms_norm_composed(x, axes, w, b, eps);
+    }
+    if (timing && i >= 0 && timing_slot[i] >= 0) {
+      NormTiming& t = timings[timing_slot[i]];
+      t.cols = 1;
+      for (int64_t a : axes) t.cols *= x.size(a);
+      t.rows = x.numel() / t.cols;
+      t.calls += 1;
+      t.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    return y;
+  }
+
+  at::Tensor dropout(const Node& n, const at::Tensor& x) {
+    if (run.mode == Mode::inference) return x;
+    SplitMix64 rng(run.seed, n.name);
+    std::vector<double> keep(static_cast<size_t>(x.numel()));
+    for (double& k : keep) k = rng.uniform() >= n.p ? 1.0 : 0.0;
+    const at::Tensor mask = from_doubles(x.sizes().vec(), keep, dt);
+    return x.div(1.0 - n.p).mul(mask);
+  }
+
+  at::Tensor attention(int32_t i, const at::Tensor& x) {
+    const Node& n = g->nodes[i];
+    const int64_t N = x.size(0), T = x.size(1), D = x.size(2), H = n.heads, dh = D / H;
+    auto heads = [&](const char* wa, const std::string& w, const char* ba,
+                     const std::string& b) {
+      return at::linear(x, read(i, wa, w), read(i, ba, b)).view({N, T, H, dh}).transpose(1, 2);
+    };
+    const at::Tensor q = heads("wq", n.wq, "bq", n.bq);
+    const at::Tensor k = heads("wk", n.wk, "bk", n.bk);
+    const at::Tensor v = heads("wv", n.wv, "bv", n.bv);
+    at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(dh)));
+    if (n.causal) {
+      const at::Tensor later = at::ones({T, T}, at::TensorOptions().dtype(at::kBool)).triu(1);
+      s = s.masked_fill(later, -std::numeric_limits<double>::infinity());
+    }
+    const at::Tensor ctx = at::matmul(at::softmax(s, -1), v).transpose(1, 2).reshape({N, T, D});
+    return at::linear(ctx, read(i, "wo", n.wo), read(i, "bo", n.bo));
+  }
+
+  at::Tensor rnn(int32_t i, const at::Tensor& x) {
+    const Node& n = g->nodes[i];
+    const at::Tensor wih = read(i, "weight_ih", n.weight_ih);
+    const at::Tensor whh = read(i, "weight_hh", n.weight_hh);
+    const at::Tensor b = read(i, "bias", n.bias);
+    at::Tensor nw, nb;
+    if (n.norm) {
+      nw = read(i, "norm/weight", n.norm->weight);
+      nb = read(i, "norm/bias", n.norm->bias);
+    }
+    const at::Tensor xin = at::linear(x, wih, b);  // [N, T, H]: W_ih x_t + b for every t
+    std::vector<at::Tensor> hs;
+    at::Tensor h;
+    for (int64_t t = 0; t < x.size(1); ++t) {
+      at::Tensor a = xin.select(1, t);
+      if (h.defined()) a = a + at::linear(h, whh);
+      if (n.norm)
+        a = n.norm->kind == Op::layer_norm
+                ? at::layer_norm(a, {a.size(-1)}, nw, nb, n.norm->eps)
+                : rms_norm_composed(a, {1}, nw, nb, n.norm->eps);
+      h = at::tanh(a);
+      hs.push_back(h);
+    }
+    return at::stack(hs, 1);
+  }
+
+  at::Tensor node(int32_t i) {
+    const Node& n = g->nodes[i];
+    const int64_t rank0 = static_cast<int64_t>(g->shape_of(g->node_inputs[i][0]).size());
+    auto axes = [&]() { return normalize_axes(n.axes, rank0, where_of(n) + "/axes"); };
+    switch (n.op) {
+      case Op::linear: return linear(i, in(i, 0), read(i, "weight", n.weight), read(i, "bias", n.bias));
+      case Op::matmul: {
+        const auto [operand, axis] = matmul_center(*g, i);
+        at::Tensor a = in(i, 0), b = in(i, 1);
+        if (operand == 0) a = centered_read(i, "inputs/0", g->node_inputs[i][0].index, axis);
+        if (operand == 1) b = centered_read(i, "inputs/1", g->node_inputs[i][1].index, axis);
+        return at::matmul(a, n.transpose_b ? b.transpose(-2, -1) : b);
+      }
+      case Op::embedding: return at::embedding(read(i, "weight", n.weight), in(i, 0));
+      case Op::conv1d:
+      case Op::conv2d: {
+        const int spatial = n.op == Op::conv1d ? 1 : 2;
+        const at::Tensor w = read(i, "weight", n.weight), b = read(i, "bias", n.bias);
+        const auto stride = per_axis(n.stride, spatial), padding = per_axis(n.padding, spatial),
+                   dilation = per_axis(n.dilation, spatial);
+        return spatial == 1 ? at::conv1d(in(i, 0), w, b, stride, padding, dilation, n.groups)
+                            : at::conv2d(in(i, 0), w, b, stride, padding, dilation, n.groups);
+      }
+      case Op::rnn: return rnn(i, in(i, 0));
+      case Op::attention: return attention(i, in(i, 0));
+      case Op::add: return at::add(in(i, 0), in(i, 1));
+      case Op::sub: return at::sub(in(i, 0), in(i, 1));
+      case Op::mul: return at::mul(in(i, 0), in(i, 1));
+      case Op::div: return at::div(in(i, 0), in(i, 1));
+      case Op::scale: return in(i, 0) * n.factor;
+      case Op::dropout: return dropout(n, in(i, 0));
+      case Op::relu: return at::relu(in(i, 0));
+      case Op::gelu: return at::gelu(in(i, 0));  // erf form (approximate = "none")
+      case Op::tanh: return at::tanh(in(i, 0));
+      case Op::sigmoid: return at::sigmoid(in(i, 0));
+      case Op::silu: return at::silu(in(i, 0));
+      case Op::exp: return at::exp(in(i, 0));
+      case Op::softmax:
+        return at::softmax(in(i, 0), normalize_axis(n.axis, rank0, where_of(n) + "/axis"));
+      case Op::mean: return at::mean(in(i, 0), axes(), n.keepdims);
+      case Op::max: return at::amax(in(i, 0), axes(), n.keepdims);
+      case Op::transpose: {
+        std::vector<int64_t> perm;
+        for (int64_t p : n.perm) perm.push_back(normalize_axis(p, rank0, where_of(n) + "/perm"));
+        return in(i, 0).permute(perm);
+      }
+      case Op::reshape: return in(i, 0).reshape(g->node_shapes[i]);
+      case Op::concat: {
+        std::vector<at::Tensor> parts;
+        for (size_t k = 0; k < n.inputs.size(); ++k) parts.push_back(in(i, k));
+        return at::cat(parts, normalize_axis(n.axis, rank0, where_of(n) + "/axis"));
+      }
+      case Op::center: return centered(in(i, 0), axes());
+      case Op::layer_norm:
+      case Op::rms_norm:
+        return norm(i, in(i, 0), n.op, axes(), read(i, "weight", n.weight),
+                    read(i, "bias", n.bias), n.eps);
+      case Op::kCount: break;
+    }
+    throw InternalError("torch engine: bad op");
+  }
+};
+
+Engine::Engine(const Graph& g, EngineOptions options)
+    : impl_(std::make_unique<Impl>(g, options)) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+const Graph& Engine::graph() const { return *impl_->g; }
+Precision Engine::precision() const { return impl_->opt.precision; }
+
+std::vector<Tensor<double>> Engine::forward(const std::vector<Tensor<double>>& inputs,
+                                            const RunOptions& run) {
+  set_inputs(inputs);
+  this->run(run);
+  std::vector<Tensor<double>> out;
+  for (size_t k = 0; k < impl_->outputs.size(); ++k) out.push_back(output(k));
+  return out;
+}
+
+GradResult Engine::gradients(const std::vector<Tensor<double>>& inputs, const RunOptions& run) {
+  Impl& m = *impl_;
+  c10::AutoGradMode enable(true);
+  m.set_inputs(inputs);
+  for (size_t k = 0; k < m.inputs.size(); ++k)
+    if (m.g->inputs[k].dtype == DType::float_) m.inputs[k].requires_grad_(true);
+  m.leaves.clear();
+  for (const at::Tensor& s : m.stored) m.leaves.push_back(s.detach().clone().requires_grad_(true));
+  m.run = run;
+  m.grad = true;
+  m.forward_all();
+
+  const std::vector<Tensor<double>> r = eval::loss_cotangents<double>(*m.g, run.seed);
+  at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(m.dt));
+  for (size_t k = 0; k < r.size(); ++k)
+    loss = loss + (m.outputs[k] * from_doubles(r[k].shape, r[k].data, m.dt)).sum();
+  GradResult res;
+  for (const at::Tensor& o : m.outputs) res.outputs.push_back(to_lnv(o));
+  res.loss = loss.item<double>();
+  if (loss.requires_grad()) loss.backward();
+  auto grad_of = [](const at::Tensor& leaf, const Shape& shape) {
+    const at::Tensor gr = leaf.grad();
+    if (gr.defined()) return to_lnv(gr);
+    return Tensor<double>(shape);
+  };
+  for (size_t k = 0; k < m.inputs.size(); ++k)
+    res.inputs.push_back(m.g->inputs[k].dtype == DType::float_
+                             ? grad_of(m.inputs[k], m.g->inputs[k].shape)
+                             : Tensor<double>());
+  for (size_t k = 0; k < m.leaves.size(); ++k)
+    res.params.push_back(grad_of(m.leaves[k], m.g->params[k].shape));
+  m.grad = false;
+  m.leaves.clear();
+  m.values.clear();
+  m.outputs.clear();
+  return res;
+}
+
+void Engine::set_inputs(const std::vector<Tensor<double>>& inputs) { impl_->set_inputs(inputs); }
+
+void Engine::run(const RunOptions& run) {
+  if (impl_->inputs.size() != impl_->g->inputs.size())
+    throw ModelError("/inputs", "no inputs set before run()");
+  impl_->forward_no_grad(run);
+}
+
+Tensor<double> Engine::output(size_t k) const {
+  LNV_INTERNAL_ASSERT(k < impl_->outputs.size(), "output index out of range");
+  return to_lnv(impl_->outputs[k]);
+}
+
+void Engine::set_norm_timing(bool on) { impl_->timing = on; }
+std::vector<NormTiming> Engine::norm_timings() const { return impl_->timings; }
+void Engine::reset_norm_timings() {
+  for (NormTiming& t : impl_->timings) t.calls = 0, t.seconds = 0.0;
+}
+
+}  // namespace lnv::torch_engine
