@@ -187,8 +187,8 @@ std::vector<std::vector<CenterTerm>> forced_subsets(const std::vector<CenterTerm
 
 std::vector<std::string> reason_mentions(const nlohmann::json& expect, Mode mode) {
   std::vector<std::string> out;
-  for (const std::string key : {std::string("reason_mentions"),
-                                "reason_mentions_" + std::string(mode_name(mode))})
+  for (const std::string& key : {std::string("reason_mentions"),
+                                 "reason_mentions_" + std::string(mode_name(mode))})
     if (expect.contains(key))
       for (const auto& s : expect.at(key)) out.push_back(s.get<std::string>());
   return out;
@@ -250,11 +250,13 @@ TEST_P(Golden, VerdictsMatchAndAreProvedExactly) {
         EXPECT_EQ(v.foldable[o], want)
             << "'" << v.name << "' in " << mode_name(other) << " (plan for " << mode_name(mode)
             << "); analysis reason: \"" << v.reason[o] << "\"; hand derivation: " << why;
-        if (!want && v.foldable[o] == want)
-          for (const std::string& s : reason_mentions(e, other))
+        if (!want && v.foldable[o] == want) {
+          for (const std::string& s : reason_mentions(e, other)) {
             EXPECT_NE(v.reason[o].find(s), std::string::npos)
                 << "the reason for '" << v.name << "' in " << mode_name(other)
                 << " should name '" << s << "': \"" << v.reason[o] << "\"";
+          }
+        }
       }
       if (v.foldable[m]) want_fold.push_back(v.name);
     }
