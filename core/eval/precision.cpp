@@ -20,7 +20,9 @@ void set_mpfr_bits(unsigned bits) {
 }
 
 unsigned mpfr_bits() {
-  return static_cast<unsigned>(boost::multiprecision::detail::digits10_2_2(Mpfr::default_precision()));
+  detail::ensure_mpfr_default_bits();  // report the precision the evaluators will use
+  return static_cast<unsigned>(
+      boost::multiprecision::detail::digits10_2_2(Mpfr::default_precision()));
 }
 
 namespace detail {
