@@ -37,6 +37,8 @@ std::string child(const std::string& path, size_t index) {
 
 // A short rendering of a JSON value for error messages.
 std::string show(const json& j) {
+  if (j.is_number_float() && !std::isfinite(j.get<double>()))  // dump() would say null
+    return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
   std::string s = j.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }

@@ -581,7 +581,7 @@ TEST(ModelJsonErrors, NonFiniteWeights) {
   EXPECT_ERROR(error_after([](json& j) {
                  j["params"][0]["data"][4] = std::numeric_limits<double>::quiet_NaN();
                }),
-               "/params/0/data/4", "finite", "param 'W'");
+               "/params/0/data/4", "expected a finite number, got NaN", "param 'W'");
   EXPECT_ERROR(error_after([](json& j) {
                  j["params"][1]["init"]["std"] = std::numeric_limits<double>::infinity();
                }),
