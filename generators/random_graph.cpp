@@ -39,7 +39,7 @@ class Builder {
     const int64_t span = cfg_.max_dim - cfg_.min_dim + 1;
     batch_ = 1 + r.batch % 2;
     tokens_ = cfg_.min_dim + r.tokens % span;
-    const int64_t features = cfg_.min_dim + r.features % span;
+    const int64_t features = dim(r.features);
     g_.inputs.push_back({"x", {batch_, tokens_, features}, DType::float_, 0});
     shapes_["x"] = g_.inputs.back().shape;
     pool_.push_back({"x", {batch_, tokens_, features}, {2}});
@@ -73,8 +73,9 @@ class Builder {
 
   // ---- small helpers ----
 
+  // A feature size.
   int64_t dim(uint8_t c) const {
-    return cfg_.min_dim + c % (cfg_.max_dim - cfg_.min_dim + 1);
+    return cfg_.min_features + c % (cfg_.max_features - cfg_.min_features + 1);
   }
   std::string fresh(std::string_view stem) { return std::string(stem) + std::to_string(counter_++); }
 

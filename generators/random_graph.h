@@ -29,7 +29,11 @@ namespace lnv::gen {
 struct GenConfig {
   int max_steps = 10;    // steps per recipe at RapidCheck size 100 (scaled down below)
   int max_nodes = 40;    // the builder stops adding steps once this many nodes exist
-  int min_dim = 2, max_dim = 4;
+  int min_dim = 2, max_dim = 4;  // batch (<= 2) and tokens
+  // Feature sizes. At least 3: a norm over 2 features outputs (s, -s), which every odd
+  // function keeps zero-mean — a dimension-specific identity outside the analysis'
+  // vocabulary (tests/regressions/rnn_norm_two_features.model.json).
+  int min_features = 3, max_features = 5;
   double param_std = 0.5;
 };
 

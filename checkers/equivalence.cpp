@@ -1,0 +1,498 @@
+#include "checkers/equivalence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "core/eval/evaluator.h"
+#include "core/random.h"
+
+namespace lnv::check {
+
+using eval::Mpfr;
+using report::CheckReport;
+using report::CheckResult;
+using report::Divergence;
+
+Detector real_detector() {
+  return [](const Graph& g, Mode m) { return detect_foldable(g, m); };
+}
+
+double rounding_bound(const Graph& g, unsigned bits, double scale) {
+  double ops = 1.0, log2_amplification = 0.0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    double steps = 1.0;
+    if (n.op == Op::rnn) steps = static_cast<double>(g.node_shapes[i][1]);
+    if (n.op == Op::attention) steps = 4.0;
+    ops += steps;
+    auto gain = [](double eps) { return 0.5 * std::log2(1.0 / std::max(eps, 0x1p-20)); };
+    if (n.op == Op::layer_norm || n.op == Op::rms_norm) log2_amplification += std::max(0.0, gain(n.eps));
+    if (n.op == Op::rnn && n.norm) log2_amplification += steps * std::max(0.0, gain(n.norm->eps));
+  }
+  log2_amplification = std::min(log2_amplification, bits / 4.0);
+  return std::ldexp(std::max(1.0, scale) * ops, -static_cast<int>(bits) + 20 +
+                                                    static_cast<int>(std::ceil(log2_amplification)));
+}
+
+std::vector<std::vector<CenterTerm>> forced_folds(const LnVerdict& v, int cap, uint64_t seed) {
+  const size_t n = v.terms.size();
+  std::vector<std::vector<CenterTerm>> out;
+  std::set<std::vector<bool>> seen;
+  auto add = [&](const std::vector<bool>& mask) {
+    if (static_cast<int>(out.size()) >= cap || !seen.insert(mask).second) return;
+    std::vector<CenterTerm> s;
+    for (size_t k = 0; k < n; ++k)
+      if (mask[k]) s.push_back(v.terms[k]);
+    out.push_back(std::move(s));
+  };
+  if (n <= 6) {
+    for (uint32_t bitsmask = 0; bitsmask < (1u << n); ++bitsmask) {
+      std::vector<bool> mask(n);
+      for (size_t k = 0; k < n; ++k) mask[k] = (bitsmask >> k) & 1;
+      add(mask);
+    }
+    return out;
+  }
+  add(std::vector<bool>(n, false));
+  add(std::vector<bool>(n, true));
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<bool> one(n, false), all_but(n, true);
+    one[k] = true;
+    all_but[k] = false;
+    add(one);
+    add(all_but);
+  }
+  SplitMix64 rng(seed, v.name + "#forced");
+  for (int tries = 0; static_cast<int>(out.size()) < cap && tries < 16 * cap; ++tries) {
+    std::vector<bool> mask(n);
+    for (size_t k = 0; k < n; ++k) mask[k] = rng.next() & 1;
+    add(mask);
+  }
+  return out;
+}
+
+namespace {
+
+double to_double(const Mpfr& x) { return x.convert_to<double>(); }
+
+// Largest |value| in a list of tensors.
+template <class Tensors>
+double max_magnitude(const Tensors& ts) {
+  double m = 0.0;
+  for (const Tensor<Mpfr>& t : ts)
+    for (const Mpfr& v : t.data) m = std::max(m, std::fabs(to_double(v)));
+  return m;
+}
+
+bool all_finite(const std::vector<Tensor<Mpfr>>& ts) {
+  for (const Tensor<Mpfr>& t : ts)
+    for (const Mpfr& v : t.data)
+      if (!boost::multiprecision::isfinite(v)) return false;
+  return true;
+}
+
+struct TensorDiff {
+  double max_abs = 0.0;
+  int64_t element = 0;
+  double a = 0.0, b = 0.0;
+};
+
+TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b) {
+  TensorDiff d;
+  if (a.shape != b.shape) {
+    d.max_abs = INFINITY;
+    return d;
+  }
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const double e = to_double(abs(a.data[i] - b.data[i]));
+    if (e > d.max_abs || std::isnan(e)) {
+      d.max_abs = e;
+      d.element = i;
+      d.a = to_double(a.data[i]);
+      d.b = to_double(b.data[i]);
+    }
+  }
+  return d;
+}
+
+// One run of a graph on one trial: forward values and (training) gradients.
+struct Run {
+  eval::Evaluation<Mpfr> ev;
+  std::optional<eval::Gradients<Mpfr>> grads;
+};
+
+// The worst difference between an original run and a rewrite run.
+struct Comparison {
+  bool finite = true;
+  double max_abs = 0.0, max_rel = 0.0;
+  double bound = 0.0;      // the largest per-trial bound
+  double worst_ratio = 0.0;  // max over trials of max_abs / bound
+  int worst_trial = 0;
+  std::string worst_quantity;
+  int worst_output = -1;  // output index when the worst quantity is an output
+  TensorDiff worst;
+};
+
+// Sets the MPFR precision for a scope.
+class Precision {
+ public:
+  explicit Precision(unsigned bits) : saved_(eval::mpfr_bits()) { eval::set_mpfr_bits(bits); }
+  ~Precision() { eval::set_mpfr_bits(saved_); }
+
+ private:
+  unsigned saved_;
+};
+
+class Checker {
+ public:
+  Checker(const Graph& g, const CheckOptions& opt) : g_(g), opt_(opt) {}
+
+  CheckReport run(const Detector& detect) {
+    Precision precision(opt_.bits);
+    bits_ = eval::mpfr_bits();
+    CheckReport rep;
+    rep.model = opt_.model_name.empty() ? g_.name : opt_.model_name;
+    rep.mode = opt_.mode;
+    rep.bits = bits_;
+    rep.trials = opt_.trials;
+    rep.seed = opt_.seed;
+
+    const FoldPlan plan = detect(g_, opt_.mode);
+    rep.layer_norms = plan.layer_norms.size();
+    rep.foldable = plan.foldable_count(opt_.mode);
+    const int m = static_cast<int>(opt_.mode);
+    for (const LnVerdict& v : plan.layer_norms)
+      rep.results.push_back(v.foldable[m] ? ln_exact(plan, v) : ln_tight(plan, v));
+    rep.results.push_back(exact("plan_exact", "plan", plan));
+    if (opt_.mode == Mode::training && opt_.drift) rep.drift = drift(detect, plan);
+    return rep;
+  }
+
+ private:
+  bool training() const { return opt_.mode == Mode::training; }
+  uint64_t trial_seed(int k) const { return opt_.seed + static_cast<uint64_t>(k); }
+
+  // Inputs of trial k for graph h, drawn for the original's inputs and matched by name.
+  std::vector<Tensor<Mpfr>> inputs_for(const Graph& h, int k) {
+    const auto base = eval::random_inputs<Mpfr>(g_, trial_seed(k));
+    std::vector<Tensor<Mpfr>> in;
+    for (const Input& i : h.inputs) {
+      const ValueRef& r = g_.ref(i.name);
+      LNV_INTERNAL_ASSERT(r.kind == ValueRef::Kind::input, "rewrite input not in original");
+      in.push_back(base[r.index]);
+    }
+    return in;
+  }
+
+  Run run_graph(const Graph& h, int k, bool with_grads) {
+    const eval::RunOptions ro{opt_.mode, trial_seed(k)};
+    Run r{eval::evaluate(h, inputs_for(h, k), ro), std::nullopt};
+    if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
+    return r;
+  }
+
+  // The original's run of trial k at the current precision (cached per precision).
+  const Run& original(int k) {
+    auto& cache = originals_[eval::mpfr_bits()];
+    if (cache.empty()) cache.resize(opt_.trials);
+    if (!cache[k]) cache[k] = run_graph(g_, k, training());
+    return *cache[k];
+  }
+
+  // Compares the rewrite h with the original on every trial (or until a trial differs by
+  // more than `stop_ratio` times its bound).
+  Comparison compare(const Graph& h, double stop_ratio = INFINITY) {
+    const unsigned bits = eval::mpfr_bits();
+    Comparison c;
+    for (int k = 0; k < opt_.trials; ++k) {
+      const Run& o = original(k);
+      const Run r = run_graph(h, k, training());
+      if (!all_finite(o.ev.nodes) || !all_finite(r.ev.nodes)) {
+        c.finite = false;
+        return c;
+      }
+      double scale = std::max({1.0, max_magnitude(o.ev.nodes), max_magnitude(r.ev.nodes),
+                               max_magnitude(o.ev.inputs)});
+      std::vector<std::pair<std::string, TensorDiff>> diffs;
+      for (size_t q = 0; q < g_.outputs.size(); ++q) {
+        const size_t rq = output_index(h, g_.outputs[q]);
+        diffs.emplace_back("output '" + g_.outputs[q] + "'", diff(o.ev.outputs[q], r.ev.outputs[rq]));
+      }
+      if (training()) {
+        scale = std::max({scale, max_magnitude(o.grads->params), max_magnitude(r.grads->params),
+                          max_magnitude(o.grads->inputs)});
+        for (size_t p = 0; p < g_.params.size(); ++p) {
+          const int rp = h.param_index(g_.params[p].name);
+          diffs.emplace_back("gradient of param '" + g_.params[p].name + "'",
+                             diff(o.grads->params[p], r.grads->params[rp]));
+        }
+        for (size_t i = 0; i < g_.inputs.size(); ++i) {
+          if (g_.inputs[i].dtype != DType::float_) continue;
+          const int ri = input_index(h, g_.inputs[i].name);
+          diffs.emplace_back("gradient of input '" + g_.inputs[i].name + "'",
+                             diff(o.grads->inputs[i], r.grads->inputs[ri]));
+        }
+      }
+      const double bound = rounding_bound(h.nodes.size() > g_.nodes.size() ? h : g_, bits, scale);
+      c.bound = std::max(c.bound, bound);
+      for (size_t q = 0; q < diffs.size(); ++q) {
+        const TensorDiff& d = diffs[q].second;
+        if (std::isnan(d.max_abs)) {
+          c.finite = false;
+          return c;
+        }
+        c.max_rel = std::max(c.max_rel, d.max_abs / scale);
+        if (d.max_abs > c.max_abs) c.max_abs = d.max_abs;
+        const double ratio = d.max_abs / bound;
+        if (ratio > c.worst_ratio) {
+          c.worst_ratio = ratio;
+          c.worst_trial = k;
+          c.worst_quantity = diffs[q].first;
+          c.worst_output = q < g_.outputs.size() ? static_cast<int>(q) : -1;
+          c.worst = d;
+        }
+      }
+      if (c.worst_ratio > stop_ratio) break;
+    }
+    return c;
+  }
+
+  static size_t output_index(const Graph& h, const std::string& name) {
+    for (size_t q = 0; q < h.outputs.size(); ++q)
+      if (h.outputs[q] == name) return q;
+    throw InternalError("the rewrite lost graph output '" + name + "'");
+  }
+  static int input_index(const Graph& h, const std::string& name) {
+    const ValueRef& r = h.ref(name);
+    LNV_INTERNAL_ASSERT(r.kind == ValueRef::Kind::input, "rewrite input kind");
+    return r.index;
+  }
+
+  FoldPlan single(const FoldPlan& plan, const std::string& ln, std::vector<CenterTerm> terms) const {
+    FoldPlan p;
+    p.mode = opt_.mode;
+    p.layer_norms = plan.layer_norms;
+    p.fold = {ln};
+    p.center = std::move(terms);
+    return p;
+  }
+
+  static std::vector<std::string> term_names(const std::vector<CenterTerm>& terms) {
+    std::vector<std::string> out;
+    for (const CenterTerm& t : terms)
+      out.push_back(t.kind == CenterTerm::Kind::producer ? t.node : t.param + "@" + t.node + "/" + t.slot);
+    return out;
+  }
+
+  CheckResult ln_exact(const FoldPlan& plan, const LnVerdict& v) {
+    CheckResult r = exact("ln_exact", v.name, single(plan, v.name, v.terms));
+    r.centered = term_names(v.terms);
+    return r;
+  }
+
+  // (a)/(b)/(d): the rewrite of `plan` equals the original.
+  CheckResult exact(const std::string& kind, const std::string& subject, const FoldPlan& plan) {
+    CheckResult res;
+    res.kind = kind;
+    res.subject = subject;
+    res.bits = bits_;
+    res.centered = term_names(plan.center);
+    const Graph h = apply_fold(g_, plan);
+    const Comparison c = compare(h);
+    fill(res, c);
+    if (!c.finite) {
+      res.outcome = Outcome::inconclusive;
+      res.detail = "a value of the original or the rewrite is not finite";
+      return res;
+    }
+    if (c.worst_ratio <= 1.0) return res;
+    // Above the bound: rounding (vanishes with more precision) or genuine (stays)?
+    Comparison c2;
+    {
+      Precision more(2 * opt_.bits);
+      c2 = compare(h);
+      if (c2.finite && c2.worst_ratio <= 1.0) {
+        fill(res, c2);
+        res.bits = eval::mpfr_bits();
+        res.detail = "above the bound at " + std::to_string(bits_) + " bits, within it at " +
+                     std::to_string(res.bits);
+        return res;
+      }
+    }
+    if (c2.finite && c2.max_abs >= 0.5 * c.max_abs) {
+      res.outcome = Outcome::fails;
+      res.detail = subject == "plan"
+                       ? "the rewrite of the whole plan changes " + c.worst_quantity
+                       : "folding " + subject + " changes " + c.worst_quantity;
+      res.divergence = divergence(h, c);
+    } else {
+      res.outcome = Outcome::inconclusive;
+      res.detail = "difference " + std::to_string(c.max_abs) + " exceeds the bound but shrinks "
+                   "with precision without vanishing";
+    }
+    return res;
+  }
+
+  // (c): every forced fold of an LN judged not foldable changes the outputs.
+  CheckResult ln_tight(const FoldPlan& plan, const LnVerdict& v) {
+    CheckResult res;
+    res.kind = "ln_tight";
+    res.subject = v.name;
+    res.bits = bits_;
+    const auto folds = forced_folds(v, opt_.max_forced_folds, opt_.seed);
+    res.attempts = static_cast<int>(folds.size());
+    // "Far more than the bound": a margin no rounding model error could bridge.
+    const double far = std::ldexp(1.0, static_cast<int>(bits_ / 4));
+    double weakest = INFINITY;
+    for (const std::vector<CenterTerm>& terms : folds) {
+      const Graph h = apply_fold(g_, single(plan, v.name, terms));
+      const Comparison c = compare(h, far);
+      if (!c.finite) {
+        res.outcome = report::worse(res.outcome, Outcome::inconclusive);
+        res.detail = "a value is not finite under a forced fold";
+        continue;
+      }
+      if (c.worst_ratio < weakest) {
+        weakest = c.worst_ratio;
+        fill(res, c);
+        res.centered = term_names(terms);
+      }
+      if (c.worst_ratio > far) continue;
+      Outcome o = c.worst_ratio <= 1.0 ? Outcome::fails : Outcome::inconclusive;
+      {
+        Precision more(2 * opt_.bits);
+        const Comparison c2 = compare(h);
+        if (c2.finite && c2.worst_ratio > 1.0 && c2.max_abs >= 0.5 * c.max_abs)
+          o = Outcome::holds;  // a genuine, if small, difference
+        else if (c2.finite && c2.worst_ratio <= 1.0)
+          o = Outcome::fails;
+      }
+      if (o == Outcome::fails) {
+        fill(res, c);
+        res.outcome = Outcome::fails;
+        res.centered = term_names(terms);
+        res.detail = "judged not foldable (" + v.reason[static_cast<int>(opt_.mode)] +
+                     "), but centering {" + join(res.centered) + "} and swapping " + v.name +
+                     " for RMSNorm keeps every output";
+        return res;
+      }
+      if (o == Outcome::inconclusive) {
+        res.outcome = report::worse(res.outcome, Outcome::inconclusive);
+        res.detail = "centering {" + join(term_names(terms)) + "} changes the outputs by only " +
+                     std::to_string(c.max_abs) + ", not clearly above rounding";
+      }
+    }
+    return res;
+  }
+
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  }
+
+  static void fill(CheckResult& res, const Comparison& c) {
+    res.max_abs = c.max_abs;
+    res.max_rel = c.max_rel;
+    res.bound = c.bound;
+  }
+
+  // The first node (topological order of the original) from which a chain of nodes that
+  // differ between original and rewrite reaches the worst output.
+  Divergence divergence(const Graph& h, const Comparison& c) {
+    Divergence d;
+    d.quantity = c.worst_quantity;
+    d.trial = c.worst_trial;
+    d.seed = trial_seed(c.worst_trial);
+    d.max_abs = c.worst.max_abs;
+    d.element = c.worst.element;
+    d.original_value = c.worst.a;
+    d.rewrite_value = c.worst.b;
+    const Run& o = original(c.worst_trial);
+    const Run r = run_graph(h, c.worst_trial, false);
+    std::vector<bool> differs(g_.nodes.size(), false);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (!h.has(g_.nodes[i].name) || h.ref(g_.nodes[i].name).kind != ValueRef::Kind::node) continue;
+      const int j = h.node_index(g_.nodes[i].name);
+      differs[i] = diff(o.ev.nodes[i], r.ev.nodes[j]).max_abs > c.bound;
+    }
+    // Start from the differing output (the worst one, else any output that differs).
+    int start = -1;
+    auto node_of_output = [&](size_t q) {
+      const ValueRef& ref = g_.output_refs[q];
+      return ref.kind == ValueRef::Kind::node && differs[ref.index] ? ref.index : -1;
+    };
+    if (c.worst_output >= 0) start = node_of_output(c.worst_output);
+    for (size_t q = 0; start < 0 && q < g_.outputs.size(); ++q) start = node_of_output(q);
+    if (start < 0) return d;
+    std::vector<int> position(g_.nodes.size());
+    for (size_t p = 0; p < g_.order.size(); ++p) position[g_.order[p]] = static_cast<int>(p);
+    std::map<int, int> next_toward_output{{start, -1}};
+    std::vector<int> frontier{start};
+    int first = start;
+    while (!frontier.empty()) {
+      const int n = frontier.back();
+      frontier.pop_back();
+      if (position[n] < position[first]) first = n;
+      for (const ValueRef& in : g_.node_inputs[n])
+        if (in.kind == ValueRef::Kind::node && differs[in.index] &&
+            next_toward_output.emplace(in.index, n).second)
+          frontier.push_back(in.index);
+    }
+    d.first_node = g_.nodes[first].name;
+    for (int n = first; n >= 0; n = next_toward_output.at(n)) d.chain.push_back(g_.nodes[n].name);
+    return d;
+  }
+
+  // Training-mode drift of the inference rewrite of each LN foldable in inference only.
+  std::vector<report::Drift> drift(const Detector& detect, const FoldPlan& plan) {
+    std::vector<report::Drift> out;
+    const FoldPlan inference = detect(g_, Mode::inference);
+    for (const LnVerdict& v : plan.layer_norms) {
+      if (v.foldable[int(Mode::training)] || !v.foldable[int(Mode::inference)]) continue;
+      const LnVerdict* iv = nullptr;
+      for (const LnVerdict& w : inference.layer_norms)
+        if (w.name == v.name) iv = &w;
+      if (!iv) continue;
+      FoldPlan p;
+      p.mode = Mode::inference;
+      p.layer_norms = inference.layer_norms;
+      p.fold = {v.name};
+      p.center = iv->terms;
+      const Graph h = apply_fold(g_, p);
+      for (size_t q = 0; q < g_.outputs.size(); ++q) {
+        report::Drift d;
+        d.layer_norm = v.name;
+        d.output = g_.outputs[q];
+        for (int k = 0; k < opt_.trials; ++k) {
+          const Run& o = original(k);
+          const Run r = run_graph(h, k, false);
+          const TensorDiff td = diff(o.ev.outputs[q], r.ev.outputs[output_index(h, d.output)]);
+          d.max_abs = std::max(d.max_abs, td.max_abs);
+          d.max_rel = std::max(d.max_rel, td.max_abs / std::max(1e-300, max_magnitude(std::vector{o.ev.outputs[q]})));
+        }
+        out.push_back(d);
+      }
+    }
+    return out;
+  }
+
+  const Graph& g_;
+  const CheckOptions& opt_;
+  unsigned bits_ = 0;
+  std::map<unsigned, std::vector<std::optional<Run>>> originals_;  // per precision
+};
+
+}  // namespace
+
+report::CheckReport check_model(const Graph& g, const CheckOptions& opt, const Detector& detect) {
+  LNV_INTERNAL_ASSERT(g.finalized(), "check_model needs a finalized graph");
+  LNV_INTERNAL_ASSERT(opt.trials >= 1, "check_model needs at least one trial");
+  return Checker(g, opt).run(detect);
+}
+
+}  // namespace lnv::check

@@ -1,0 +1,142 @@
+// `lnverify fuzz [--cases N] [--seed S] [--max-nodes M] [--out DIR] [--mode MODE]
+// [--bits B] [--trials K]`: a campaign over generated graphs (generators/random_graph.h).
+// Each case is checked like `lnverify check` in both modes (or one); on the first failing
+// case the graph is shrunk and the minimal model.json, the seed that replays it and the
+// report are written to DIR. Prints progress and cases per second.
+//
+// Exit codes: 0 no case fails, 1 a case fails (written to DIR), 2 bad options.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "checkers/campaign.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/model_json.h"
+#include "generators/random_graph.h"
+#include "reports/check_report.h"
+
+namespace lnv::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  int cases = 1000;
+  uint64_t seed = 1;
+  int max_nodes = 24;
+  std::string out = "fuzz-failures";
+  std::string mode = "both";
+  check::CheckOptions check;
+  int shrink_attempts = 2000;
+};
+
+// Writes the shrunk counterexample and how to replay it; returns the model path.
+std::string write_failure(const Options& o, uint64_t case_seed, const check::Shrunk& s) {
+  fs::create_directories(o.out);
+  const std::string stem = (fs::path(o.out) / ("case-" + std::to_string(case_seed))).string();
+  Graph g = s.graph;
+  g.meta = {{"fuzz",
+             {{"case_seed", case_seed},
+              {"max_nodes", o.max_nodes},
+              {"replay", "lnverify fuzz --seed " + std::to_string(case_seed) +
+                             " --cases 1 --max-nodes " + std::to_string(o.max_nodes)}}}};
+  save_model(g, stem + ".model.json");
+  std::ofstream txt(stem + ".txt");
+  txt << "case seed " << case_seed << " (replay: lnverify fuzz --seed " << case_seed
+      << " --cases 1 --max-nodes " << o.max_nodes << ")\n"
+      << "shrunk in " << s.steps << " steps (" << s.attempts << " candidates) to "
+      << s.graph.nodes.size() << " nodes\n";
+  if (!s.outcome.error.empty()) txt << "threw: " << s.outcome.error << "\n";
+  for (const report::CheckReport& r : s.outcome.reports) {
+    txt << "\nlnverify check " << stem << ".model.json --mode " << mode_name(r.mode)
+        << " --seed " << r.seed << " --trials " << r.trials << " --bits " << o.check.bits << "\n"
+        << report::to_text(r);
+  }
+  txt << "\n" << gen::describe(s.graph);
+  return stem + ".model.json";
+}
+
+int run(const Options& o) {
+  gen::GenConfig cfg;
+  cfg.max_nodes = o.max_nodes;
+  cfg.max_steps = std::max(2, o.max_nodes / 2);
+  std::vector<Mode> modes;
+  if (o.mode != "training") modes.push_back(Mode::inference);
+  if (o.mode != "inference") modes.push_back(Mode::training);
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto last_print = start;
+  size_t counts[3] = {0, 0, 0}, layer_norms = 0, nodes = 0;
+  for (int i = 0; i < o.cases; ++i) {
+    const uint64_t case_seed = o.seed + static_cast<uint64_t>(i);
+    const rc::Shrinkable<Graph> s = gen::generate_case(cfg, case_seed);
+    check::CheckOptions opt = o.check;
+    opt.seed = case_seed;
+    auto check = [&](const Graph& g) { return check::check_case(g, opt, modes); };
+    const Graph g = s.value();
+    const check::CaseOutcome out = check(g);
+    ++counts[static_cast<int>(out.outcome)];
+    nodes += g.nodes.size();
+    if (!out.reports.empty()) layer_norms += out.reports.front().layer_norms;
+    if (out.outcome == report::Outcome::fails) {
+      std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
+                << " nodes) FAILS; shrinking...\n" << std::flush;
+      const check::Shrunk shrunk = check::shrink_case(s, check, o.shrink_attempts);
+      const std::string path = write_failure(o, case_seed, shrunk);
+      std::cout << "minimal counterexample: " << shrunk.graph.nodes.size() << " nodes, written to "
+                << path << "\n";
+      for (const report::CheckReport& r : shrunk.outcome.reports)
+        if (r.outcome() == report::Outcome::fails) std::cout << report::to_text(r);
+      if (!shrunk.outcome.error.empty()) std::cout << "threw: " << shrunk.outcome.error << "\n";
+      return kCheckFails;
+    }
+    const auto now = Clock::now();
+    if (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases) {
+      const double secs = std::chrono::duration<double>(now - start).count();
+      std::cout << "[" << i + 1 << "/" << o.cases << "] " << std::fixed << std::setprecision(1)
+                << (i + 1) / secs << " cases/s  holds " << counts[0] << "  inconclusive "
+                << counts[2] << "  (" << nodes / double(i + 1) << " nodes, "
+                << layer_norms / double(i + 1) << " LNs per case)\n"
+                << std::defaultfloat << std::flush;
+      last_print = now;
+    }
+  }
+  std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
+            << o.seed + o.cases - 1 << ")\n";
+  return kOk;
+}
+
+// The check outcome enum index used for counting.
+static_assert(static_cast<int>(report::Outcome::holds) == 0 && static_cast<int>(report::Outcome::fails) == 1 &&
+              static_cast<int>(report::Outcome::inconclusive) == 2);
+
+Action setup(CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  o->check.trials = 2;
+  sub.add_option("--cases", o->cases, "graphs to generate and check (default 1000)")
+      ->check(CLI::Range(1, 1 << 30));
+  sub.add_option("--seed", o->seed, "seed of case 0; case i uses seed + i (default 1)");
+  sub.add_option("--max-nodes", o->max_nodes, "nodes per generated graph at most (default 24)")
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--out", o->out, "where to write a failing case (default fuzz-failures)");
+  sub.add_option("--mode", o->mode, "inference, training or both (default)")
+      ->check(CLI::IsMember({"inference", "training", "both"}));
+  sub.add_option("--bits", o->check.bits, "MPFR precision (default 256)")
+      ->check(CLI::Range(24u, 8192u));
+  sub.add_option("--trials", o->check.trials, "random inputs per comparison (default 2)")
+      ->check(CLI::Range(1, 1000));
+  sub.add_option("--shrink-attempts", o->shrink_attempts,
+                 "candidate graphs tried while shrinking (default 2000)")
+      ->check(CLI::Range(0, 1 << 30));
+  return [o]() -> int { return run(*o); };
+}
+
+const bool kRegistered = register_command(
+    {"fuzz", "check the analysis against exact evaluation on random graphs", setup});
+
+}  // namespace
+}  // namespace lnv::cli

@@ -1,0 +1,92 @@
+// Properties over random model graphs: the analysis' verdicts agree with exact (256-bit)
+// evaluation in both modes — every foldable LN folds exactly (outputs, and in training
+// gradients), every "not foldable" is tight, the whole plan is exact.
+//
+// The default suite runs RapidCheck's default 100 cases per property; a long campaign is
+// `lnverify fuzz --cases 100000` (or RC_PARAMS="max_success=10000" on this binary).
+// RC_TAG lines in the log show the verdict mix per mode; the last test asserts that both
+// verdicts occurred for every rule (producer kind for "yes", breaking op for "no").
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "checkers/equivalence.h"
+#include "core/analysis/fold_plan.h"
+#include "generators/random_graph.h"
+
+namespace lnv {
+namespace {
+
+// Which rules the generated cases exercised, per mode: "yes:<producer op>" for the kinds of
+// terms centered by foldable LNs, "no:<op>" for the ops that break non-foldable ones.
+std::map<std::string, int>& rules_hit() {
+  static std::map<std::string, int> hits;
+  return hits;
+}
+
+std::string term_kind(const Graph& g, const CenterTerm& t) {
+  if (t.kind == CenterTerm::Kind::param) return "param";
+  return std::string(op_name(g.nodes[g.node_index(t.node)].op));
+}
+
+void record(const Graph& g, const FoldPlan& plan) {
+  const int m = static_cast<int>(plan.mode);
+  const std::string mode(mode_name(plan.mode));
+  for (const LnVerdict& v : plan.layer_norms) {
+    if (v.foldable[m]) {
+      for (const CenterTerm& t : v.terms) ++rules_hit()[mode + " yes:" + term_kind(g, t)];
+    } else if (!v.path[m].empty() && g.has(v.path[m].front()) &&
+               g.ref(v.path[m].front()).kind == ValueRef::Kind::node) {
+      ++rules_hit()[mode + " no:" + std::string(op_name(g.nodes[g.node_index(v.path[m].front())].op))];
+    } else {
+      ++rules_hit()[mode + " no:" + (v.opaque ? std::string("opaque") : std::string("other"))];
+    }
+  }
+}
+
+void verdicts_agree_with_exact_evaluation(Mode mode) {
+  gen::GenConfig cfg;
+  cfg.max_nodes = 20;
+  cfg.max_steps = 8;
+  const Graph g = *gen::gen_graph(cfg).as("graph");
+  check::CheckOptions opt;
+  opt.mode = mode;
+  opt.trials = 2;
+  opt.drift = false;
+  const report::CheckReport rep = check::check_model(g, opt);
+  record(g, detect_foldable(g, mode));
+  RC_TAG(rep.layer_norms == 0              ? "no LN"
+         : rep.foldable == rep.layer_norms ? "all LNs foldable"
+         : rep.foldable == 0               ? "no LN foldable"
+                                           : "some LNs foldable");
+  if (rep.outcome() != report::Outcome::holds) RC_FAIL(report::to_text(rep));
+}
+
+RC_GTEST_PROP(Properties, InferenceVerdictsAgreeWithExactEvaluation, ()) {
+  verdicts_agree_with_exact_evaluation(Mode::inference);
+}
+
+RC_GTEST_PROP(Properties, TrainingVerdictsAgreeWithExactEvaluation, ()) {
+  verdicts_agree_with_exact_evaluation(Mode::training);
+}
+
+// Runs after the properties above (same file, declaration order).
+TEST(Properties, BothVerdictsOccurForEveryRule) {
+  for (const auto& [rule, n] : rules_hit()) std::cout << "  " << rule << ": " << n << "\n";
+  for (const char* mode : {"inference", "training"}) {
+    const std::string m(mode);
+    for (const char* producer : {"linear", "matmul", "embedding", "conv1d", "conv2d", "rnn",
+                                 "attention", "param"})
+      EXPECT_GT(rules_hit()[m + " yes:" + producer], 0) << m << ": no foldable LN via " << producer;
+    int no = 0;
+    for (const auto& [rule, n] : rules_hit()) no += rule.rfind(m + " no:", 0) == 0 ? n : 0;
+    EXPECT_GT(no, 0) << m << ": no LN judged not foldable";
+  }
+  EXPECT_GT(rules_hit()["training no:dropout"], 0) << "training-mode dropout never broke a fold";
+}
+
+}  // namespace
+}  // namespace lnv
