@@ -765,5 +765,18 @@ TEST(EvalForward, MpfrAgreesWithDoubleAndHasTheRequestedPrecision) {
   EXPECT_NE(one + tiny, one);
 }
 
+TEST(EvalForward, CbwcMatmulWithoutAParamOperandIsAModelError) {
+  GraphBuilder b;
+  b.input("a", {2, 3}).input("b", {3, 2});
+  b.node("y", Op::matmul, {"a", "b"}).cbwc = true;
+  const Graph g = b.build({"y"});
+  try {
+    run_random(g);
+    FAIL() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("'y'"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace lnv

@@ -374,5 +374,19 @@ TEST(EvalGradients, DeepResidualTrainingStack) {
   check_gradients(b.build({"r2"}), {Mode::training, 9});
 }
 
+TEST(EvalGradients, MaxSendsTheGradientToTheFirstMaximumOnTies) {
+  GraphBuilder b;
+  b.input("x", {2, 3});
+  Node& n = b.node("m", Op::max, {"x"});
+  n.axes = {1};
+  b.node("unused", Op::exp, {"x"});  // reaches no output: contributes nothing
+  const Graph g = b.build({"m"});
+  const eval::RunOptions opt;
+  const auto ev = eval::evaluate<double>(g, {Tensor<double>({2, 3}, {1, 5, 5, 7, 2, 7})}, opt);
+  const auto gr = eval::gradients(g, ev, opt);
+  const auto r = eval::loss_cotangents<double>(g, 0);
+  EXPECT_EQ(gr.inputs[0].data, (std::vector<double>{0, r[0].data[0], 0, r[0].data[1], 0, 0}));
+}
+
 }  // namespace
 }  // namespace lnv
