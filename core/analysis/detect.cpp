@@ -97,6 +97,7 @@ struct Term {
   Key origin{-1, 0};  // where the deviation starts (node, U); -1 node: injected at an edge
   int32_t use_node = -1, use_slot = -1;  // param terms: the edge the deviation enters by
   Mask use_mask = 0;
+  bool pending = false;  // its safety is being computed
 };
 
 struct EdgeResult {
@@ -134,12 +135,15 @@ class Analyzer {
     is_output_.assign(n, false);
     for (const ValueRef& r : g.output_refs)
       if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
+    zero_.assign(n, false);
+    for (int32_t v : g.order) zero_[v] = structurally_zero(v);
+    // Live: some graph output depends on it. A structurally zero node depends on nothing.
     live_.assign(n, false);
     for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
       const int32_t v = *it;
       bool l = is_output_[v];
-      for (auto [c, k] : uses_[v]) l = l || live_[c];
-      live_[v] = l;
+      for (auto [c, k] : uses_[v]) l = l || (live_[c] && !ignores_inputs(c));
+      live_[v] = l && !zero_[v];
     }
     for (size_t i = 0; i < n; ++i)
       if (g.node_shapes[i].size() > 63)
@@ -152,6 +156,7 @@ class Analyzer {
   const std::vector<Term>& terms() const { return terms_; }
   const std::vector<Issue>& issues() const { return issues_; }
   bool live(int32_t v) const { return live_[v]; }
+  bool stale() const { return stale_; }
 
   // The mean over `mask` (axes of the operand) of operand k of node n.
   Form operand_mean(int32_t n, int k, Mask mask) {
@@ -278,7 +283,94 @@ class Analyzer {
   Mode mode_;
   FormPool pool_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
-  std::vector<bool> is_output_, live_;
+  std::vector<bool> is_output_, live_, zero_;
+
+  // Concats along `axis` of copies of one value carry that value's deviation everywhere
+  // when it is constant along the axis: the value they copy.
+  ValueRef copy_root(ValueRef x, int64_t axis) const {
+    while (x.kind == ValueRef::Kind::node && g_.nodes[x.index].op == Op::concat) {
+      const Node& n = g_.nodes[x.index];
+      const int64_t R = int64_t(g_.node_shapes[x.index].size());
+      if (normalize_axis(n.axis, R, n.name) != axis) break;
+      const auto& in = g_.node_inputs[x.index];
+      const ValueRef first = copy_root(in[0], axis);
+      for (const ValueRef& y : in)
+        if (!(copy_root(y, axis) == first)) return x;
+      x = first;
+    }
+    return x;
+  }
+
+  // Whether node c's output does not depend on its inputs at all: a softmax over an axis of
+  // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
+  bool ignores_inputs(int32_t c) const {
+    const Node& n = g_.nodes[c];
+    const Shape& s = g_.node_shapes[c];
+    if (zero_[c]) return true;
+    if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
+    if (n.op == Op::layer_norm || n.op == Op::center) {
+      for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
+        if (s[a] != 1) return false;
+      return true;
+    }
+    return false;
+  }
+
+  // Whether node v is identically zero whatever the inputs and (generic) params:
+  // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
+  bool structurally_zero(int32_t v) const {
+    const Node& n = g_.nodes[v];
+    const auto& in = g_.node_inputs[v];
+    auto z = [&](size_t k) { return in[k].kind == ValueRef::Kind::node && zero_[in[k].index]; };
+    auto all_zero = [&]() {
+      for (size_t k = 0; k < in.size(); ++k)
+        if (!z(k)) return false;
+      return true;
+    };
+    switch (n.op) {
+      case Op::sub:
+        return in[0] == in[1] || all_zero();
+      case Op::scale:
+        return n.factor == 0.0 || all_zero();
+      case Op::mul:
+      case Op::matmul:
+        return z(0) || z(1);
+      case Op::div:
+        return z(0);
+      case Op::linear:
+      case Op::conv1d:
+      case Op::conv2d:
+        return z(0) && n.bias.empty();
+      case Op::layer_norm:
+      case Op::rms_norm:
+        return z(0) && n.bias.empty();
+      case Op::attention:
+        return z(0) && n.bv.empty() && n.bo.empty();
+      case Op::add:
+      case Op::dropout:
+      case Op::relu:
+      case Op::gelu:
+      case Op::tanh:
+      case Op::silu:
+      case Op::mean:
+      case Op::max:
+      case Op::transpose:
+      case Op::reshape:
+      case Op::concat:
+      case Op::center:
+        return all_zero();
+      case Op::rnn:
+        // h_t = act(N(W_ih·0 + W_hh·h_{t-1})) stays 0 from h_0 = 0 when nothing adds a bias.
+        return z(0) && n.bias.empty() && (!n.norm || n.norm->bias.empty());
+      case Op::embedding:
+      case Op::sigmoid:
+      case Op::exp:
+      case Op::softmax:
+      case Op::kCount:
+        return false;
+    }
+    return false;
+  }
   std::unordered_map<Key, Form, KeyHash> means_;
   std::unordered_map<Key, Safety, KeyHash> safe_;
   std::vector<Term> terms_;
@@ -293,6 +385,15 @@ class Analyzer {
         {node, slot}, int32_t(g_.nodes.size() + g_.inputs.size() + param_atoms_.size()));
     return it->second;
   }
+  // A term's safety as known now. Asked while that very safety is being computed (a
+  // deviation whose fate depends on a mean containing the term), the answer may be stale:
+  // verdicts then re-check every term (stale()).
+  bool term_safe_now(int32_t ref) {
+    if (terms_[ref].pending) stale_ = true;
+    return terms_[ref].safety.ok;
+  }
+  bool stale_ = false;
+
   int32_t add_issue(const Issue& i) {
     issues_.push_back(i);
     return int32_t(issues_.size() - 1);
@@ -369,9 +470,11 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   t.term.kind = CenterTerm::Kind::producer;
   t.term.node = g_.nodes[n].name;
   t.origin = {n, canon_u(n, feature)};
+  t.pending = true;
   terms_.push_back(t);
   Safety s = safety(n, feature);
   terms_[it->second].safety = s;
+  terms_[it->second].pending = false;
   return it->second;
 }
 
@@ -379,6 +482,25 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   const Node& node = g_.nodes[n];
   feature &= ~analysis::size1_mask(out_shape(n));
   Rule r;
+  // A mean over axes the weight does not touch passes through the product (without a
+  // bias): mean_A(x Wᵀ) = mean_A(x) Wᵀ.
+  if (a != 0 && (feature & a) == 0) {
+    const size_t R = out_shape(n).size();
+    const uint64_t tag = (uint64_t(uint32_t(n)) << 8) + 1;
+    if (node.op == Op::linear && node.bias.empty()) {
+      r.parts.push_back({0, a, 1.0, tag, -1});
+      return r;
+    }
+    if (node.op == Op::matmul) {
+      const int act = input_is_param(n, 1) ? 0 : 1;
+      if (!input_is_param(n, act) && !(act == 1 && node.transpose_b) &&
+          in_shape(n, 1 - act).size() == 2 &&
+          in_shape(n, act).size() == R) {
+        r.parts.push_back({act, a, 1.0, tag, -1});
+        return r;
+      }
+    }
+  }
   Entry e;
   e.atom = n;
   e.mask = a;
@@ -403,7 +525,7 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
     e.issue = add_issue({IssueKind::feature_mismatch, n, -1, feature, a});
   } else {
     e.status = EntryStatus::term;
-    e.safe = terms_[e.ref].safety.ok;
+    e.safe = term_safe_now(e.ref);
   }
   r.leaf = e;
   return r;
@@ -425,8 +547,10 @@ Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
     t.use_node = n;
     t.use_slot = k;
     t.use_mask = mask | analysis::size1_mask(ps);
+    t.pending = true;
     terms_.push_back(t);
     terms_[it->second].safety = injected_safety(n, k, mask | analysis::size1_mask(ps));
+    terms_[it->second].pending = false;
   }
   Entry e;
   e.atom = atom_of_param_use(n, k);
@@ -434,7 +558,7 @@ Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
   e.coeff = 1.0;
   e.status = EntryStatus::term;
   e.ref = it->second;
-  e.safe = terms_[it->second].safety.ok;
+  e.safe = term_safe_now(it->second);
   return pool_.leaf(e);
 }
 
@@ -467,8 +591,10 @@ Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
     // The centered bias varies only along the norm axes it is not centered over.
     const Mask varying = b & ~a;
     t.use_mask = canon_u(n, ~varying & ((rank >= 64) ? ~Mask(0) : ((Mask(1) << rank) - 1)));
+    t.pending = true;
     terms_.push_back(t);
     terms_[it->second].safety = injected_safety(n, -1, terms_[it->second].use_mask);
+    terms_[it->second].pending = false;
   }
   Entry e;
   e.atom = atom_of_param_use(n, -1);
@@ -476,7 +602,7 @@ Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
   e.coeff = 1.0;
   e.status = EntryStatus::term;
   e.ref = it->second;
-  e.safe = terms_[it->second].safety.ok;
+  e.safe = term_safe_now(it->second);
   return pool_.leaf(e);
 }
 
@@ -485,6 +611,10 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
   const Shape& out = out_shape(n);
   const size_t R = out.size();
   Rule r;
+  if (zero_[n]) {
+    r.zero = true;
+    return r;
+  }
   auto operand_mask = [&](int k, Mask m) {
     return analysis::out_to_operand(m, in_shape(n, k).size(), R) &
            ~analysis::size1_mask(in_shape(n, k));
@@ -612,6 +742,13 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     }
     case Op::concat: {
       const int64_t c = normalize_axis(node.axis, int64_t(R), node.name);
+      bool copies = in_shape(n, 0)[c] == 1;
+      for (const ValueRef& x : g_.node_inputs[n]) copies = copies && x == g_.node_inputs[n][0];
+      if (copies) {
+        // Copies of one value of size 1 along the axis: a broadcast of it.
+        r.parts.push_back({0, a & ~bit(c), 1.0, 0, -1});
+        return r;
+      }
       const bool along = (a & bit(c)) != 0;
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         const double share = along ? double(in_shape(n, int(k))[c]) / double(out[c]) : 1.0;
@@ -680,6 +817,15 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::matmul: {
       const Shape& other = in_shape(c, 1 - k);
       if (r < 2 || other.size() < 2) return pass(0, true);
+      // δ constant along the contracted axis meets the other operand's sums over it:
+      // zero when that operand is zero-mean over its contracted axis by construction.
+      const int64_t mine_k = k == 0 ? int64_t(r) - 1 : (node.transpose_b ? int64_t(r) - 1 : int64_t(r) - 2);
+      const int64_t other_k =
+          k == 0 ? (node.transpose_b ? int64_t(other.size()) - 1 : int64_t(other.size()) - 2)
+                 : int64_t(other.size()) - 1;
+      if ((u & bit(mine_k)) && other[other_k] > 1 &&
+          pool_.size(operand_mean(c, 1 - k, bit(other_k))) == 0)
+        return absorb();
       // Batch axes: kept where the other operand is constant along them.
       const Mask other_const = analysis::broadcast_const_axes(
           Shape(other.begin(), other.end() - 2), R - 2);
@@ -766,7 +912,8 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::concat: {
       const int64_t ax = normalize_axis(node.axis, int64_t(R), node.name);
       bool same = true;
-      for (const ValueRef& x : g_.node_inputs[c]) same = same && x == g_.node_inputs[c][0];
+      for (const ValueRef& x : g_.node_inputs[c])
+        same = same && copy_root(x, ax) == copy_root(g_.node_inputs[c][0], ax);
       if (same) return pass(u, false);
       return pass(u & ~bit(ax), (u & bit(ax)) != 0);
     }
@@ -1022,6 +1169,11 @@ struct ModeVerdict {
 ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& ln_name) {
   const Graph& g = an.graph();
   ModeVerdict v;
+  if (!an.live(n)) {
+    // No output depends on it: swapping it changes nothing, with nothing centered.
+    v.foldable = true;
+    return v;
+  }
   const Mask b =
       analysis::mask_of(normalize_axes(g.nodes[n].axes, int64_t(g.node_shapes[n].size()),
                                        g.nodes[n].name));
@@ -1035,8 +1187,14 @@ ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& 
     if (is.node < 0) v.path.insert(v.path.begin(), g.inputs[is.input].name);
     return v;
   }
-  if (const Entry* e = pool.first_unsafe(v.form)) {
-    const Term& t = an.terms()[e->ref];
+  int32_t unsafe = -1;
+  if (const Entry* e = pool.first_unsafe(v.form)) unsafe = e->ref;
+  if (unsafe < 0 && an.stale())
+    pool.visit(v.form, [&](const Entry& e) {
+      if (unsafe < 0 && e.ref >= 0 && !an.terms()[e.ref].safety.ok) unsafe = e.ref;
+    });
+  if (unsafe >= 0) {
+    const Term& t = an.terms()[unsafe];
     Reasoner::Route r = why.failing_route(t);
     v.reason = why.unsafe_text(t, ln_name, r);
     // breaking node back to the term, then on to this LN.
