@@ -3,6 +3,7 @@
 #include "torch/engine.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
@@ -421,6 +422,9 @@ struct Engine::Impl {
     throw InternalError("torch engine: bad op");
   }
 };
+
+void set_threads(int n) { at::set_num_threads(n); }
+int threads() { return at::get_num_threads(); }
 
 Engine::Engine(const Graph& g, EngineOptions options)
     : impl_(std::make_unique<Impl>(g, options)) {}

@@ -55,6 +55,10 @@ struct NormTiming {
   double seconds = 0.0;
 };
 
+// LibTorch's intra-op thread count (at::set_num_threads / at::get_num_threads).
+void set_threads(int n);
+int threads();
+
 class Engine {
  public:
   // `g` must be finalized and outlive the engine.
