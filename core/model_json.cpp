@@ -540,12 +540,31 @@ class FileCheck {
   std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
 };
 
+// Where values that are written out (not init, not an unchanged file) go: inline `data`,
+// or, for a save with a weights file, tensors of that file.
+struct WeightsSink {
+  std::string path_in_json;   // as written in `file.path` (relative to the model's dir)
+  std::string resolved;       // absolute, normalized
+  int64_t min_numel = 0;
+  std::map<std::string, SafetensorsEntry> tensors;
+};
+
+// The path a `file` param reads, absolute and normalized.
+std::string resolved_file(const std::string& file, const std::string& base_dir) {
+  const fs::path f(file);
+  if (f.is_absolute()) return f.lexically_normal().string();
+  return (fs::absolute(base_dir.empty() ? "." : base_dir) / f).lexically_normal().string();
+}
+
 json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir,
-                FileCheck& files) {
+                FileCheck& files, WeightsSink* sink) {
   json o = json::object();
   o["name"] = p.name;
   o["shape"] = p.shape;
   const bool raw = p.center_axes.empty();
+  // A param read from the file being rewritten must be written into it again.
+  const bool reads_sink = sink && p.source == ParamSource::file &&
+                          resolved_file(p.file.path, g.base_dir) == sink->resolved;
   if (raw && p.source == ParamSource::init &&
       init_values(p.init, numel(p.shape), g.seed, p.name) == p.values) {
     json init = {{"dist", p.init.dist}};
@@ -557,12 +576,17 @@ json param_json(const Graph& g, const Param& p, size_t index, const std::string&
       init["high"] = p.init.high;
     }
     o["init"] = std::move(init);
-  } else if (raw && p.source == ParamSource::file && files.matches(p)) {
+  } else if (raw && p.source == ParamSource::file && !reads_sink && files.matches(p)) {
     o["file"] = {{"path", rebase_path(p.file.path, g.base_dir, out_dir)}, {"key", p.file.key}};
   } else {
     std::vector<double> values = effective_values(p);
     check_finite(values, "/params/" + std::to_string(index), p.name, "");
-    o["data"] = std::move(values);
+    if (sink && (numel(p.shape) >= sink->min_numel || reads_sink)) {
+      sink->tensors[p.name] = {p.shape, std::move(values), SafetensorsDType::f64};
+      o["file"] = {{"path", sink->path_in_json}, {"key", p.name}};
+    } else {
+      o["data"] = std::move(values);
+    }
   }
   return o;
 }
@@ -652,7 +676,9 @@ Graph load_model(const std::string& path) {
   return parse_model(j, fs::path(path).parent_path().string());
 }
 
-nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
+namespace {
+
+json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* sink) {
   json j = json::object();
   j["format"] = kFormat;
   j["version"] = kVersion;
@@ -664,15 +690,14 @@ nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
   j["params"] = json::array();
   FileCheck files(g.base_dir);
   for (size_t i = 0; i < g.params.size(); ++i)
-    j["params"].push_back(param_json(g, g.params[i], i, out_dir, files));
+    j["params"].push_back(param_json(g, g.params[i], i, out_dir, files, sink));
   j["nodes"] = json::array();
   for (const Node& n : g.nodes) j["nodes"].push_back(node_json(n));
   j["outputs"] = g.outputs;
   return j;
 }
 
-std::string model_to_text(const Graph& g, const std::string& out_dir) {
-  const json j = model_to_json(g, out_dir);
+std::string json_to_text(const json& j) {
   std::string out = "{\n";
   const std::vector<std::string> keys = ordered_keys(j);
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -700,9 +725,30 @@ std::string model_to_text(const Graph& g, const std::string& out_dir) {
   return out + "}\n";
 }
 
-void save_model(const Graph& g, const std::string& path) {
-  const fs::path parent = fs::path(path).parent_path();
-  write_file_atomically(path, model_to_text(g, parent.string()));
+}  // namespace
+
+nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
+  return build_model_json(g, out_dir, nullptr);
+}
+
+std::string model_to_text(const Graph& g, const std::string& out_dir) {
+  return json_to_text(build_model_json(g, out_dir, nullptr));
+}
+
+void save_model(const Graph& g, const std::string& path, const SaveOptions& options) {
+  const std::string out_dir = fs::path(path).parent_path().string();
+  if (options.weights_file.empty()) {
+    write_file_atomically(path, model_to_text(g, out_dir));
+    return;
+  }
+  WeightsSink sink;
+  sink.path_in_json = fs::path(options.weights_file).generic_string();
+  sink.resolved = resolved_file(options.weights_file, out_dir);
+  sink.min_numel = options.min_file_numel;
+  const std::string text = json_to_text(build_model_json(g, out_dir, &sink));
+  // The weights first: the model file never points at tensors that are not there yet.
+  if (!sink.tensors.empty()) write_safetensors(sink.resolved, sink.tensors);
+  write_file_atomically(path, text);
 }
 
 }  // namespace lnv

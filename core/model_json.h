@@ -36,8 +36,19 @@ nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);
 // The exact text save_model writes: one line per input, param and node.
 std::string model_to_text(const Graph& g, const std::string& out_dir);
 
+struct SaveOptions {
+  // When set: params whose values must be written out (`data` params, and params changed
+  // or centered since they were read) with at least `min_file_numel` values go into this
+  // safetensors file as F64 (exact) instead of inline `data`, each under its param name.
+  // The path is relative to the model file's directory. Params read from that same file
+  // are rewritten into it, so it may be overwritten safely.
+  std::string weights_file;
+  int64_t min_file_numel = 0;
+};
+
 // Writes `g` to `path` atomically (never a partial file). Overwrites an existing file.
-void save_model(const Graph& g, const std::string& path);
+// With a weights file, that file is written (atomically) first.
+void save_model(const Graph& g, const std::string& path, const SaveOptions& options = {});
 
 // The values of an `init` param: the SplitMix64 stream of `name` under `seed`, `count`
 // draws in row-major order (MODEL_FORMAT.md, "Random numbers").

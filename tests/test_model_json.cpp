@@ -363,6 +363,45 @@ TEST_F(ModelJson, ChangedOrCenteredParamsAreSavedAsData) {
   EXPECT_TRUE(j["params"][3].contains("init"));
 }
 
+TEST_F(ModelJson, SaveWithWeightsFileKeepsValuesExactly) {
+  Graph g = load_model(write_every_op_model().string());
+  g.params[g.param_index("W1")].center_axes = {0};
+  g.params[g.param_index("E")].values[5] = 1.0 / 3.0;  // changed since read from its file
+  std::vector<std::vector<double>> want;
+  for (const Param& p : g.params) want.push_back(effective_values(p));
+
+  const fs::path out = dir_ / "out" / "folded.json";
+  fs::create_directories(out.parent_path());
+  save_model(g, out.string(), {.weights_file = "folded.safetensors", .min_file_numel = 6});
+  const json saved = json::parse(read_text(out));
+  // W1 (centered), E (changed) and the 6-value data params go to the file; the 5-value
+  // data param stays inline; unchanged init params stay init.
+  EXPECT_EQ(saved["params"][1]["file"], json::parse(R"({"path": "folded.safetensors", "key": "W1"})"));
+  EXPECT_EQ(saved["params"][0]["file"]["key"], "E");
+  EXPECT_TRUE(saved["params"][7].contains("data")) << saved["params"][7];  // bh, 5 values
+  EXPECT_TRUE(saved["params"][2].contains("init"));
+  const Graph back = load_model(out.string());
+  for (size_t i = 0; i < g.params.size(); ++i)
+    EXPECT_EQ(back.params[i].values, want[i]) << g.params[i].name;
+
+  // Saving the loaded model over itself rewrites the file it reads from: still exact, and
+  // the same bytes.
+  const std::string model_before = read_text(out);
+  const std::string weights_before = read_text(out.parent_path() / "folded.safetensors");
+  save_model(back, out.string(), {.weights_file = "folded.safetensors", .min_file_numel = 6});
+  EXPECT_EQ(read_text(out), model_before);
+  EXPECT_EQ(read_text(out.parent_path() / "folded.safetensors"), weights_before);
+
+  // Changing another param and saving again must keep the tensors already in the file.
+  Graph changed = back;
+  changed.params[changed.param_index("b1")].values[0] += 1.0;
+  want[changed.param_index("b1")][0] += 1.0;
+  save_model(changed, out.string(), {.weights_file = "folded.safetensors", .min_file_numel = 6});
+  const Graph again = load_model(out.string());
+  for (size_t i = 0; i < g.params.size(); ++i)
+    EXPECT_EQ(again.params[i].values, want[i]) << g.params[i].name;
+}
+
 TEST_F(ModelJson, SaveOverwritesAtomicallyAndFailsCleanly) {
   const Graph g = load_model(write_every_op_model().string());
   const fs::path target = dir_ / "model.json";
