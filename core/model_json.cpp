@@ -137,12 +137,18 @@ class Reader {
     return {integer(j, path)};
   }
 
-  // A shape: an array of positive integers.
+  // A shape: an array of positive integers, at most 2^31 elements in all (so that every
+  // value can be materialized and indexed).
   Shape shape(const json& j, const std::string& path) const {
     Shape s = integers(j, path);
-    for (size_t i = 0; i < s.size(); ++i)
+    int64_t elements = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] <= 0)
         fail(child(path, i), "expected a positive dimension, got " + std::to_string(s[i]));
+      if (s[i] > (int64_t{1} << 31) / elements)
+        fail(path, "shape " + show(j) + " has more than 2^31 elements");
+      elements *= s[i];
+    }
     return s;
   }
 };
@@ -256,7 +262,10 @@ class ModelParser {
                        to_string(p.shape) + ", got " + std::to_string(d.size()));
       p.source = ParamSource::data;
       p.values.reserve(count);
-      for (size_t k = 0; k < d.size(); ++k) p.values.push_back(r.number(d[k], child(at, k)));
+      for (size_t k = 0; k < d.size(); ++k) {
+        const bool plain = d[k].is_number() && std::isfinite(d[k].get<double>());
+        p.values.push_back(plain ? d[k].get<double>() : r.number(d[k], child(at, k)));
+      }
     } else if (j.contains("init")) {
       const std::string at = child(path, "init");
       p.source = ParamSource::init;

@@ -578,6 +578,10 @@ TEST(ModelJsonErrors, WrongTypes) {
   EXPECT_ERROR(error_after([](json& j) { j["meta"] = "note"; }), "/meta", "expected an object");
   EXPECT_ERROR(error_after([](json& j) { j["inputs"][0]["shape"] = {2, 0}; }),
                "/inputs/0/shape/1", "positive dimension");
+  EXPECT_ERROR(error_after([](json& j) {
+                 j["params"][1]["shape"] = {int64_t{1} << 20, int64_t{1} << 20};
+               }),
+               "/params/1/shape", "more than 2^31 elements", "param 'E'");
 }
 
 TEST(ModelJsonErrors, WrongShapes) {
