@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `lnverify` executable: the commands a user runs, their exit
+# codes, their files, and their errors on bad input (clear message naming the place,
+# non-zero exit, no partial output file).
+#   bash tests/cli_end_to_end.sh PATH/TO/lnverify
+set -uo pipefail
+LNV="$1"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+
+ok()   { pass=$((pass + 1)); echo "ok    $1"; }
+bad()  { fail=$((fail + 1)); echo "FAIL  $1"; [ -f "$T/out" ] && sed 's/^/      | /' "$T/out" | head -20; }
+
+# run NAME EXPECTED_RC CMD...: runs CMD, output in $T/out, checks the exit code.
+run() {
+  local name="$1" want="$2"; shift 2
+  "$@" > "$T/out" 2>&1
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok "$name (exit $rc)"; return 0; fi
+  bad "$name: exit $rc, expected $want"; return 1
+}
+# has NAME PATTERN: the last output matches PATTERN (extended regex).
+has() { if grep -Eq -- "$2" "$T/out"; then ok "$1"; else bad "$1: output lacks /$2/"; fi; }
+# absent NAME FILE: FILE must not exist (no partial output).
+absent() { if [ ! -e "$2" ]; then ok "$1"; else bad "$1: $2 exists"; fi; }
+
+EX="$ROOT/examples/gpt2_tiny.json"
+
+# --- audit: the main answer -------------------------------------------------------------
+run "audit of the shipped GPT-2 example" 0 "$LNV" "$EX"
+has "audit table lists ln_f" "^ln_f +yes"
+has "audit summary line" "of 5 LayerNorms foldable"
+has "audit names the training-mode dropout" "drop_emb"
+run "audit --json" 0 "$LNV" audit "$EX" --json "$T/report.json"
+has "json written" "" && grep -q '"format": *"lnverify.report"' "$T/report.json" \
+  && grep -q '"layer_norms"' "$T/report.json" && ok "report has format and layer_norms" \
+  || bad "report.json lacks format/layer_norms"
+
+# --- fold: writes a valid model, never its input, never a partial file -------------------
+run "fold inference" 0 "$LNV" fold "$EX" -o "$T/folded.json"
+run "folded model audits (its LNs became rms_norm)" 0 "$LNV" "$T/folded.json"
+has "folded model has no LayerNorm left" "0 of 0 LayerNorms|no LayerNorm"
+grep -q '"rms_norm"' "$T/folded.json" && ok "folded model uses rms_norm" || bad "no rms_norm in fold"
+run "fold training" 0 "$LNV" fold "$ROOT/tests/golden/linear_ln.json" -o "$T/folded_train.json" --mode training
+grep -q '"cbwc": *true' "$T/folded_train.json" && ok "training fold marks cbwc" || bad "no cbwc in training fold"
+cp "$EX" "$T/self.json"
+run "fold refuses to overwrite its input" 2 "$LNV" fold "$T/self.json" -o "$T/self.json"
+cmp -s "$EX" "$T/self.json" && ok "input untouched" || bad "input was modified"
+
+# --- eval -------------------------------------------------------------------------------
+run "eval 256-bit with gradients" 0 "$LNV" eval "$EX" --grad --json "$T/eval.json"
+grep -q '"outputs"' "$T/eval.json" && ok "eval json has outputs" || bad "eval json"
+run "eval double, training" 0 "$LNV" eval "$EX" --bits 53 --mode training --seed 7
+
+# --- check: proof by exact evaluation -----------------------------------------------------
+run "check inference proves the fold" 0 "$LNV" check "$ROOT/tests/golden/linear_ln.json"
+run "check training" 0 "$LNV" check "$EX" --mode training --trials 1 --json "$T/check.json"
+[ -s "$T/check.json" ] && ok "check json written" || bad "check json missing"
+
+# --- zoo + fuzz -------------------------------------------------------------------------
+run "zoo gpt2 small" 0 "$LNV" zoo gpt2 --layers 1 --hidden 8 --heads 2 --seq 4 --vocab 16 -o "$T/zoo.json"
+run "zoo model audits" 0 "$LNV" "$T/zoo.json"
+run "short fuzz campaign" 0 "$LNV" fuzz --cases 5 --seed 3 --max-nodes 10 --out "$T/fuzz"
+
+# --- bad input: clear error naming the place, exit 2, no output file ----------------------
+printf '{"format": "lnverify.model", "version": 1, ' > "$T/truncated.json"
+run "truncated JSON" 2 "$LNV" fold "$T/truncated.json" -o "$T/never1.json"
+has "truncated JSON: names the file and says JSON" "truncated.json.*(JSON|json)"
+absent "truncated JSON: no output file" "$T/never1.json"
+
+run "missing file" 2 "$LNV" audit "$T/does_not_exist.json"
+has "missing file is named" "does_not_exist.json"
+
+sed 's/"op": "layer_norm"/"op": "layer_norm_v2"/' "$ROOT/tests/golden/linear_ln.json" > "$T/unknown_op.json"
+run "unknown op" 2 "$LNV" fold "$T/unknown_op.json" -o "$T/never2.json"
+has "unknown op: names the node path and the op" "/nodes/[0-9]+.*layer_norm_v2"
+absent "unknown op: no output file" "$T/never2.json"
+
+cat > "$T/nan.json" <<'JSON'
+{"format": "lnverify.model", "version": 1, "name": "nan",
+ "inputs": [{"name": "x", "shape": [2, 3], "dtype": "float"}],
+ "params": [{"name": "W", "shape": [2, 3], "data": [1, 2, 3, 4, 5, 1e999]}],
+ "nodes": [{"name": "h", "op": "linear", "inputs": ["x"], "weight": "W"}],
+ "outputs": ["h"]}
+JSON
+run "infinite weight" 2 "$LNV" check "$T/nan.json"
+has "infinite weight: names the file and the number" "nan.json.*1e999"
+
+# A NaN weight in a safetensors file: 8-byte little-endian header length, header, data.
+hdr='{"W":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}'
+{ printf "$(printf '\\%03o' ${#hdr})"; printf '\000\000\000\000\000\000\000'; printf '%s' "$hdr";
+  printf '\000\000\200\077%.0s' 1 2 3 4 5; printf '\000\000\300\177'; } > "$T/w.safetensors"
+sed 's/"data": \[1, 2, 3, 4, 5, 1e999\]/"file": {"path": "w.safetensors", "key": "W"}/' "$T/nan.json" > "$T/nan_file.json"
+run "NaN weight in safetensors" 2 "$LNV" fold "$T/nan_file.json" -o "$T/never4.json"
+has "NaN weight: names the param and the flat index" "'W'.*non-finite.*index 5|index 5.*'W'"
+absent "NaN weight: no output file" "$T/never4.json"
+
+cat > "$T/cycle.json" <<'JSON'
+{"format": "lnverify.model", "version": 1, "name": "cycle",
+ "inputs": [{"name": "x", "shape": [2, 3], "dtype": "float"}],
+ "params": [],
+ "nodes": [{"name": "a", "op": "add", "inputs": ["x", "b"]},
+           {"name": "b", "op": "relu", "inputs": ["a"]}],
+ "outputs": ["b"]}
+JSON
+run "cycle" 2 "$LNV" eval "$T/cycle.json"
+has "cycle: names a node on it" "cycle.*'(a|b)'"
+
+cat > "$T/shape.json" <<'JSON'
+{"format": "lnverify.model", "version": 1, "name": "shape",
+ "inputs": [{"name": "x", "shape": [2, 3], "dtype": "float"}],
+ "params": [{"name": "W", "shape": [4, 5], "init": {"dist": "normal", "std": 1}}],
+ "nodes": [{"name": "h", "op": "linear", "inputs": ["x"], "weight": "W"}],
+ "outputs": ["h"]}
+JSON
+run "wrong shape" 2 "$LNV" audit "$T/shape.json"
+has "wrong shape: names node h and the weight" "node 'h'.*weight|weight.*'W'"
+
+run "unknown option" 2 "$LNV" audit "$EX" --frobnicate
+run "unknown mode" 2 "$LNV" fold "$EX" -o "$T/never3.json" --mode sideways
+absent "unknown mode: no output file" "$T/never3.json"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
