@@ -38,15 +38,64 @@ double rounding_bound(const Graph& g, unsigned bits, double scale) {
                                                     static_cast<int>(std::ceil(log2_amplification)));
 }
 
-std::vector<std::vector<CenterTerm>> forced_folds(const LnVerdict& v, int cap, uint64_t seed) {
-  const size_t n = v.terms.size();
+namespace {
+
+bool is_centerable_producer(const Graph& g, int i) {
+  const Node& n = g.nodes[i];
+  switch (n.op) {
+    case Op::linear:
+    case Op::embedding:
+    case Op::rnn:
+    case Op::attention: return true;
+    case Op::conv1d:
+    case Op::conv2d: return n.groups == 1;
+    case Op::matmul: {
+      const bool a = g.node_inputs[i][0].kind == ValueRef::Kind::param;
+      const bool b = g.node_inputs[i][1].kind == ValueRef::Kind::param;
+      return a != b;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::vector<CenterTerm> forced_candidates(const Graph& g, const LnVerdict& v) {
+  std::vector<CenterTerm> out = v.terms;
+  const int ln = g.node_index(v.node);
+  // The LN's node and everything upstream (an rnn's own pre-activation is a producer).
+  std::vector<int> stack{ln};
+  std::set<int> seen{ln};
+  std::vector<int> upstream;
+  while (!stack.empty()) {
+    const int k = stack.back();
+    stack.pop_back();
+    if (k != ln || g.nodes[k].op == Op::rnn) upstream.push_back(k);
+    for (const ValueRef& r : g.node_inputs[k])
+      if (r.kind == ValueRef::Kind::node && seen.insert(r.index).second) stack.push_back(r.index);
+  }
+  std::sort(upstream.begin(), upstream.end());
+  for (int k : upstream) {
+    if (!is_centerable_producer(g, k)) continue;
+    CenterTerm t;
+    t.kind = CenterTerm::Kind::producer;
+    t.node = g.nodes[k].name;
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::vector<CenterTerm>> forced_folds(const LnVerdict& v,
+                                                  const std::vector<CenterTerm>& candidates,
+                                                  int cap, uint64_t seed) {
+  const size_t n = candidates.size();
   std::vector<std::vector<CenterTerm>> out;
   std::set<std::vector<bool>> seen;
   auto add = [&](const std::vector<bool>& mask) {
     if (static_cast<int>(out.size()) >= cap || !seen.insert(mask).second) return;
     std::vector<CenterTerm> s;
     for (size_t k = 0; k < n; ++k)
-      if (mask[k]) s.push_back(v.terms[k]);
+      if (mask[k]) s.push_back(candidates[k]);
     out.push_back(std::move(s));
   };
   if (n <= 6) {
@@ -343,7 +392,8 @@ class Checker {
     res.kind = "ln_tight";
     res.subject = v.name;
     res.bits = bits_;
-    const auto folds = forced_folds(v, opt_.max_forced_folds, opt_.seed);
+    const auto folds =
+        forced_folds(v, forced_candidates(g_, v), opt_.max_forced_folds, opt_.seed);
     res.attempts = static_cast<int>(folds.size());
     // "Far more than the bound": a margin no rounding model error could bridge.
     const double far = std::ldexp(1.0, static_cast<int>(bits_ / 4));

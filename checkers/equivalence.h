@@ -10,7 +10,11 @@
 //   (b)            — in training mode (a) and (d) also compare the gradients of the loss
 //                    of MODEL_FORMAT.md with respect to every original param and input;
 //   (c) ln_tight   — each LN judged not foldable is force-folded every way the design
-//                    allows: each subset of its candidate terms centered (all 2^n subsets
+//                    allows: each subset of its candidate terms — the analysis' candidates
+//                    (LnVerdict::terms) and, so that a term the analysis overlooked is
+//                    tried too, every producer upstream of the LN (linear, matmul with one
+//                    param operand, embedding, groups = 1 conv, rnn, attention) — centered
+//                    (all 2^n subsets
 //                    when n <= 6; otherwise the empty and full sets, every singleton and
 //                    every complement of one, then random subsets, up to
 //                    opt.max_forced_folds), then swapped for RMSNorm; every attempt must
@@ -75,8 +79,14 @@ report::CheckReport check_model(const Graph& g, const CheckOptions& opt,
 // precision, which the checks report as holding (at the higher precision), not failing.
 double rounding_bound(const Graph& g, unsigned bits, double scale);
 
-// The forced folds tried for an LN judged not foldable (see (c) above), deterministic in
-// `seed` and the LN's name.
-std::vector<std::vector<CenterTerm>> forced_folds(const LnVerdict& v, int cap, uint64_t seed);
+// The candidate terms of an LN judged not foldable: v.terms, then the producers upstream
+// of it that v.terms does not name (see (c) above).
+std::vector<CenterTerm> forced_candidates(const Graph& g, const LnVerdict& v);
+
+// The forced folds tried for an LN judged not foldable: subsets of `candidates` (see (c)
+// above), deterministic in `seed` and the LN's name.
+std::vector<std::vector<CenterTerm>> forced_folds(const LnVerdict& v,
+                                                  const std::vector<CenterTerm>& candidates,
+                                                  int cap, uint64_t seed);
 
 }  // namespace lnv::check

@@ -48,7 +48,7 @@ class Builder {
       apply(s);
     }
     if (g_.nodes.empty()) produce(pool_.back(), Choices{});
-    choose_outputs(r.extra_outputs);
+    choose_outputs(r.extra_outputs, r.dead_sinks);
     try {
       g_.finalize();
     } catch (const ModelError& e) {
@@ -341,7 +341,7 @@ class Builder {
         return emit(std::move(n), v.feat);
       }
       case 1: {
-        static const double kFactors[] = {0.5, -1.5, 2.0, 0.0};
+        static const double kFactors[] = {0.5, -1.5, 2.0, -0.25};
         Node n = node(Op::scale, {v.name});
         n.factor = kFactors[c[1] % 4];
         return emit(std::move(n), v.feat);
@@ -361,18 +361,24 @@ class Builder {
         return emit(node(kUnary[c[1] % 6], {v.name}), v.feat);
       }
       case 8: {
+        const int64_t axis = (c[1] & 1) ? other_axis(v, c[2]) : f;
+        if (!wide(v, {axis})) return linear(v, c);
         Node n = node(Op::softmax, {v.name});
-        n.axis = (c[1] & 1) ? other_axis(v, c[2]) : f;
+        n.axis = axis;
         return emit(std::move(n), v.feat);
       }
       case 9: {
+        const Axes axes = (c[1] & 1) ? Axes{other_axis(v, c[2])} : features_of(v);
+        if (!wide(v, axes)) return linear(v, c);
         Node n = node(Op::center, {v.name});
-        n.axes = (c[1] & 1) ? Axes{other_axis(v, c[2])} : features_of(v);
+        n.axes = axes;
         return emit(std::move(n), v.feat);
       }
       case 10: {
+        const Axes axes = (c[1] & 1) ? Axes{other_axis(v, c[2])} : features_of(v);
+        if (!wide(v, axes)) return linear(v, c);
         Node m = node(Op::mean, {v.name});
-        m.axes = (c[1] & 1) ? Axes{other_axis(v, c[2])} : features_of(v);
+        m.axes = axes;
         m.keepdims = true;
         const Value mu = emit(std::move(m), {});
         return binary(Op::sub, v, mu.name, v.feat);
@@ -400,12 +406,22 @@ class Builder {
                 std::move(feat));
   }
 
-  // An axis of v that is not its (last) feature axis, if it has one.
+  // An axis of v other than its (last) feature axis with at least 3 elements, if it has
+  // one (else the feature axis). Reductions and norms over 1 or 2 elements are degenerate
+  // (x - mean(x) is 0, or (s, -s)): identities outside the analysis' vocabulary.
   static int64_t other_axis(const Value& v, uint8_t c) {
     const int64_t f = last_feature(v);
-    if (v.rank() < 2) return f;
-    int64_t a = c % (v.rank() - 1);
-    return a >= f ? a + 1 : a;
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < v.rank(); ++a)
+      if (a != f && v.shape[a] >= 3) axes.push_back(a);
+    return axes.empty() ? f : axes[c % axes.size()];
+  }
+
+  // Whether a reduction or norm over `axes` of v covers at least 3 elements (see above).
+  static bool wide(const Value& v, const Axes& axes) {
+    int64_t n = 1;
+    for (int64_t a : axes) n *= v.shape[a];
+    return n >= 3;
   }
 
   // A broadcast factor constant along the features: size 1 on the feature axes, the
@@ -442,6 +458,7 @@ class Builder {
     if (v.rank() < 2) return linear(v, c);
     Node n = node(op, {v.name});
     const int64_t axis = (c[1] & 1) ? last_feature(v) : other_axis(v, c[2]);
+    if (!wide(v, {axis})) return linear(v, c);
     n.axes = {axis};
     n.keepdims = c[1] & 2;
     Axes feat;
@@ -504,7 +521,12 @@ class Builder {
     switch (c[0] % 10) {
       case 0:
       case 1: {
-        const Value w = pick(c[1], [&](const Value& u) { return u.shape == v.shape; });
+        // Another value: v - v would be identically zero (a degenerate constant).
+        const Value w = pick(c[1], [&](const Value& u) {
+          return u.shape == v.shape && u.name != v.name;
+        });
+        if (w.shape != v.shape || w.name == v.name)
+          return binary(Op::add, v, param("c", {1}), v.feat, c[2] & 1);
         return binary(c[0] % 10 == 0 ? Op::add : Op::sub, v, w.name, v.feat, c[2] & 1);
       }
       case 2: return binary(Op::add, v, param("bias", per_feature_shape(v)), v.feat, c[2] & 1);
@@ -580,6 +602,16 @@ class Builder {
                                                : Axes{other_axis(v, c[3])};
       }
     }
+    if (!wide(v, n.axes)) {
+      // Give it features to normalize.
+      const Value h = linear(v, c);
+      n.inputs = {h.name};
+      n.axes = {h.rank() - 1};
+      Shape affine{h.shape.back()};
+      if (c[2] & 1) n.weight = param("g", affine);
+      if (c[2] & 2) n.bias = param("beta", affine);
+      return emit(std::move(n), h.feat);
+    }
     Shape affine;
     for (int64_t a : n.axes) affine.push_back(v.shape[a]);
     if (c[2] & 1) n.weight = param("g", affine);
@@ -589,6 +621,7 @@ class Builder {
 
   // A producer, up to two transports or combines, then a LayerNorm over its features.
   void fold_block(const Step& s) {
+    const size_t pool_before = pool_.size();
     Value v = produce(pick(s.c[0]), sub_choices(s, 1));
     const int hops = s.c[5] % 3;
     for (int k = 0; k < hops; ++k) {
@@ -597,13 +630,30 @@ class Builder {
                          static_cast<uint8_t>(s.c[5] >> 2), static_cast<uint8_t>(sel ^ s.c[5])};
       v = (sel & 1) ? combine(v, c) : transport(v, c);
     }
-    norm(v, Choices{0, 0, static_cast<uint8_t>(s.c[5] >> 4), 0}, true);
+    const Value ln = norm(v, Choices{0, 0, static_cast<uint8_t>(s.c[5] >> 4), 0}, true);
+    // Half the blocks keep their intermediates for later steps (which then read the
+    // producer's raw output, usually making the fold unsafe); the others are sealed.
+    if (!(s.c[5] & 0x40)) {
+      pool_.resize(pool_before);
+      pool_.push_back(ln);
+    }
   }
 
-  void choose_outputs(const std::vector<uint8_t>& extra) {
+  // The last node, every other node nobody reads (unless `dead` leaves it a dead branch),
+  // and a few more.
+  void choose_outputs(const std::vector<uint8_t>& extra, uint8_t dead) {
     std::vector<std::string> nodes;
-    for (const Node& n : g_.nodes) nodes.push_back(n.name);
+    std::set<std::string> read;
+    for (const Node& n : g_.nodes) {
+      nodes.push_back(n.name);
+      read.insert(n.inputs.begin(), n.inputs.end());
+    }
     g_.outputs.push_back(nodes.back());
+    int sink = 0;
+    for (auto it = nodes.rbegin() + 1; it != nodes.rend(); ++it) {
+      if (read.count(*it)) continue;
+      if (!((dead >> (sink++ % 8)) & 1)) g_.outputs.push_back(*it);
+    }
     for (uint8_t c : extra) {
       const std::string& name = nodes[nodes.size() - 1 - c % nodes.size()];
       if (std::find(g_.outputs.begin(), g_.outputs.end(), name) == g_.outputs.end())
@@ -634,7 +684,7 @@ rc::Gen<Recipe> gen_recipe(const GenConfig& cfg) {
                                                         {4, StepKind::transport},
                                                         {3, StepKind::combine},
                                                         {2, StepKind::norm},
-                                                        {4, StepKind::fold_block}});
+                                                        {6, StepKind::fold_block}});
   const auto step = rc::gen::map(
       rc::gen::pair(kind, rc::gen::container<std::vector<int>>(8, byte)),
       [](const std::pair<StepKind, std::vector<int>>& kc) {
@@ -651,14 +701,15 @@ rc::Gen<Recipe> gen_recipe(const GenConfig& cfg) {
   const auto small = rc::gen::resize(100, rc::gen::inRange<int>(0, 8));
   return rc::gen::map(
       rc::gen::tuple(small, small, small, steps,
-                     rc::gen::resize(3, rc::gen::container<std::vector<int>>(byte))),
-      [](const std::tuple<int, int, int, std::vector<Step>, std::vector<int>>& t) {
+                     rc::gen::resize(3, rc::gen::container<std::vector<int>>(byte)), byte, byte),
+      [](const std::tuple<int, int, int, std::vector<Step>, std::vector<int>, int, int>& t) {
         Recipe r;
         r.batch = static_cast<uint8_t>(std::get<0>(t));
         r.tokens = static_cast<uint8_t>(std::get<1>(t));
         r.features = static_cast<uint8_t>(std::get<2>(t));
         r.steps = std::get<3>(t);
         for (int c : std::get<4>(t)) r.extra_outputs.push_back(static_cast<uint8_t>(c));
+        r.dead_sinks = static_cast<uint8_t>(std::get<5>(t) & std::get<6>(t));
         return r;
       });
 }

@@ -58,6 +58,8 @@ struct Recipe {
   uint8_t batch = 0, tokens = 0, features = 0;  // offsets from min_dim
   std::vector<Step> steps;
   std::vector<uint8_t> extra_outputs;  // more graph outputs besides the last value
+  uint8_t dead_sinks = 0;  // bit k set: the k-th unread node (from the end) stays a dead
+                           // branch instead of becoming a graph output
 };
 
 // Builds the graph a recipe describes. Throws InternalError if the builder produced an

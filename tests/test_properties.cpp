@@ -2,13 +2,15 @@
 // evaluation in both modes — every foldable LN folds exactly (outputs, and in training
 // gradients), every "not foldable" is tight, the whole plan is exact.
 //
-// The default suite runs RapidCheck's default 100 cases per property; a long campaign is
-// `lnverify fuzz --cases 100000` (or RC_PARAMS="max_success=10000" on this binary).
+// The default suite runs kCases cases per property (a few seconds); RC_PARAMS overrides
+// it (RC_PARAMS="max_success=10000", or "seed=..." to replay a failure), and the long
+// campaign is `lnverify fuzz --cases 100000`.
 // RC_TAG lines in the log show the verdict mix per mode; the last test asserts that both
 // verdicts occurred for every rule (producer kind for "yes", breaking op for "no").
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -49,8 +51,8 @@ void record(const Graph& g, const FoldPlan& plan) {
 
 void verdicts_agree_with_exact_evaluation(Mode mode) {
   gen::GenConfig cfg;
-  cfg.max_nodes = 20;
-  cfg.max_steps = 8;
+  cfg.max_nodes = 24;
+  cfg.max_steps = 12;
   const Graph g = *gen::gen_graph(cfg).as("graph");
   check::CheckOptions opt;
   opt.mode = mode;
@@ -65,12 +67,29 @@ void verdicts_agree_with_exact_evaluation(Mode mode) {
   if (rep.outcome() != report::Outcome::holds) RC_FAIL(report::to_text(rep));
 }
 
-RC_GTEST_PROP(Properties, InferenceVerdictsAgreeWithExactEvaluation, ()) {
-  verdicts_agree_with_exact_evaluation(Mode::inference);
+constexpr int kCases = 1000;
+
+// RC_GTEST_PROP with kCases cases unless RC_PARAMS sets max_success.
+void check_property(void (*property)()) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  if (params.maxSuccess == rc::detail::TestParams().maxSuccess) params.maxSuccess = kCases;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  rc::detail::TestMetadata metadata;
+  metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
+  metadata.description = info->name();
+  const auto result = rc::detail::checkTestable(property, metadata, params);
+  std::ostringstream os;
+  rc::detail::printResultMessage(result, os);
+  if (!result.is<rc::detail::SuccessResult>()) FAIL() << os.str();
+  std::cout << os.str() << "\n";
 }
 
-RC_GTEST_PROP(Properties, TrainingVerdictsAgreeWithExactEvaluation, ()) {
-  verdicts_agree_with_exact_evaluation(Mode::training);
+TEST(Properties, InferenceVerdictsAgreeWithExactEvaluation) {
+  check_property([] { verdicts_agree_with_exact_evaluation(Mode::inference); });
+}
+
+TEST(Properties, TrainingVerdictsAgreeWithExactEvaluation) {
+  check_property([] { verdicts_agree_with_exact_evaluation(Mode::training); });
 }
 
 // Runs after the properties above (same file, declaration order).
