@@ -212,6 +212,14 @@ TEST_F(ModelJson, LoadsEveryOpAndAttribute) {
   EXPECT_EQ(g.nodes[g.node_index("sm")].axis, -1);
   EXPECT_TRUE(g.nodes[g.node_index("mm")].transpose_b);
 
+  // Shared params stay one param, named by every user.
+  EXPECT_EQ(g.params.size(), 17u);
+  EXPECT_EQ(att.wq, "Wa");
+  EXPECT_EQ(att.wo, "Wa");
+  EXPECT_EQ(g.nodes[g.node_index("ln")].weight, "g48");
+  EXPECT_EQ(g.nodes[g.node_index("rms")].weight, "g48");
+  EXPECT_EQ(g.nodes[g.node_index("r2")].weight_ih, "Whh");
+
   const Param& E = g.params[g.param_index("E")];
   EXPECT_EQ(E.source, ParamSource::file);
   EXPECT_EQ(E.values, table_values());
@@ -273,6 +281,8 @@ TEST_F(ModelJson, RoundTripIsStableAndByteIdentical) {
 
   // Sources are kept, the file path now points from out/, negative axes stay negative.
   const json saved = json::parse(read_text(out1));
+  EXPECT_EQ(saved["params"].size(), 17u);  // shared params are written once
+  EXPECT_EQ(saved["nodes"][3]["wk"], "Wa");
   EXPECT_EQ(saved["params"][0]["file"]["path"], "../weights/emb.safetensors");
   EXPECT_EQ(saved["params"][0]["file"]["key"], "wte");
   EXPECT_TRUE(saved["params"][1].contains("data"));
