@@ -303,5 +303,29 @@ TEST(ZooVerdicts, RnnLmEveryNorm) {
   expect_verdicts(build_architecture("rnnlm", text_small()), {lns, lns, lns});
 }
 
+// The README table (from `lnverify audit` on the default sizes): the counts depend only on
+// the depth, so the default depths at a small width must give the same numbers.
+TEST(ZooVerdicts, DefaultDepthsGiveTheReadmeTable) {
+  struct Row {
+    std::string arch;
+    size_t lns, inference, training;
+  };
+  const std::vector<Row> table = {{"gpt2", 25, 25, 0}, {"bert", 26, 1, 1},  {"opt", 25, 25, 0},
+                                  {"phi", 25, 25, 1},  {"vit", 25, 25, 0},  {"swin", 29, 6, 2},
+                                  {"convnext", 23, 1, 1}, {"rnnlm", 2, 2, 2}};
+  for (const Row& row : table) {
+    ArchOptions o;
+    o.hidden = 8, o.heads = 2;
+    if (row.arch == "vit") o.image = 8, o.patch = 4, o.classes = 3;
+    else if (row.arch == "swin") o.image = 64, o.patch = 4, o.window = 2, o.classes = 3, o.heads = 1;
+    else if (row.arch == "convnext") o.image = 32, o.classes = 3, o.heads.reset();
+    else o.seq = 4, o.vocab = 10;
+    const FoldPlan plan = detect_foldable(build_architecture(row.arch, o), Mode::inference);
+    EXPECT_EQ(plan.layer_norms.size(), row.lns) << row.arch;
+    EXPECT_EQ(foldable(plan, Mode::inference).size(), row.inference) << row.arch;
+    EXPECT_EQ(foldable(plan, Mode::training).size(), row.training) << row.arch;
+  }
+}
+
 }  // namespace
 }  // namespace lnv
