@@ -301,6 +301,22 @@ class Analyzer {
     return x;
   }
 
+  // Whether a mean form is one constant: only param terms averaged over all their axes.
+  bool is_constant(const Form& f) const {
+    bool constant = true;
+    pool_.visit(f, [&](const Entry& e) {
+      if (!constant) return;
+      if (e.status == EntryStatus::opaque || e.ref < 0 || e.qual != 0 ||
+          terms_[e.ref].term.kind != CenterTerm::Kind::param) {
+        constant = false;
+        return;
+      }
+      const Shape& ps = g_.params[g_.param_index(terms_[e.ref].term.param)].shape;
+      constant = subset(~analysis::size1_mask(ps) & ((Mask(1) << ps.size()) - 1), e.mask);
+    });
+    return constant;
+  }
+
   // Whether node c's output does not depend on its inputs at all: a softmax over an axis of
   // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
   bool ignores_inputs(int32_t c) const {
@@ -823,15 +839,22 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
       const int64_t other_k =
           k == 0 ? (node.transpose_b ? int64_t(other.size()) - 1 : int64_t(other.size()) - 2)
                  : int64_t(other.size()) - 1;
-      if ((u & bit(mine_k)) && other[other_k] > 1 &&
-          pool_.size(operand_mean(c, 1 - k, bit(other_k))) == 0)
-        return absorb();
+      // When those sums are one constant (a norm's bias, say), the product is the shift
+      // times that constant: constant along the other operand's free axis.
+      bool constant_sums = false;
+      if ((u & bit(mine_k)) && other[other_k] > 1) {
+        const Form sums = operand_mean(c, 1 - k, bit(other_k));
+        if (pool_.size(sums) == 0) return absorb();
+        constant_sums = is_constant(sums);
+      }
       // Batch axes: kept where the other operand is constant along them.
-      const Mask other_const = analysis::broadcast_const_axes(
-          Shape(other.begin(), other.end() - 2), R - 2);
+      const Mask other_const = constant_sums ? ~Mask(0)
+                                             : analysis::broadcast_const_axes(
+                                                   Shape(other.begin(), other.end() - 2), R - 2);
       Mask batch_u = analysis::operand_to_out(u & ((Mask(1) << (r - 2)) - 1), r - 2, R - 2) |
                      ((Mask(1) << (R - 2 - (r - 2))) - 1);
       Mask m = batch_u & other_const;
+      if (constant_sums) m |= bit(int64_t(R) - (k == 0 ? 1 : 2));
       if (k == 0) {
         if (u & bit(int64_t(r) - 2)) m |= bit(int64_t(R) - 2);
       } else {

@@ -8,6 +8,7 @@
 // Entries with equal keys are the same tensor, so their coefficients add and may cancel.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -53,13 +54,14 @@ class FormPool {
   Form add(Form a, Form b, double s) {
     if (s == 0.0 || b.root == 0) return a;
     if (a.root == 0) return Form{b.root, b.factor * s};
-    if (size(a) < size(b)) {
-      // s·b + a = s·(b + a/s)
+    if (size(a) < size(b) && power_of_two(s)) {
+      // s·b + a = s·(b + a/s), exactly when s is a power of two (±1 for a sub).
       Form r = add(b, a, 1.0 / s);
       r.factor *= s;
-      return exact_factor(r);
+      return r;
     }
-    a = exact_factor(a);
+    // Coefficients stay exact (so that cancellation is seen) when the factor is ±2^k.
+    if (!power_of_two(a.factor)) a = exact_factor(a);
     const double k = b.factor * s / a.factor;
     int32_t root = a.root;
     for_each(b.root, [&](const Entry& e) {
@@ -149,6 +151,10 @@ class FormPool {
   };
   std::vector<Node> nodes_;
 
+  static bool power_of_two(double x) {
+    int e = 0;
+    return x != 0.0 && std::fabs(std::frexp(x, &e)) == 0.5;
+  }
   static uint64_t mix(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
