@@ -97,20 +97,13 @@ const Rewrite kSafetyIgnored = [](const Graph&, Mode m, LnVerdict& v, const std:
   return true;
 };
 
-// Grouped (or depthwise) convs upstream treated as producers.
-const Rewrite kGroupedConvProducer = [](const Graph& g, Mode m, LnVerdict& v,
-                                        const std::set<int>& up) {
-  if (!not_foldable(v, m)) return false;
-  std::vector<CenterTerm> convs;
-  for (int n : up) {
-    const Node& node = g.nodes[n];
-    if ((node.op == Op::conv1d || node.op == Op::conv2d) && node.groups > 1)
-      convs.push_back(producer(node.name));
-  }
-  if (convs.empty()) return false;
-  flip_to_foldable(v, m, convs);
-  return true;
-};
+// The node where the analysis says the fold breaks (first on LnVerdict::path), or -1.
+int breaking_node(const Graph& g, const LnVerdict& v, Mode m) {
+  const auto& path = v.path[static_cast<int>(m)];
+  if (path.empty() || !g.has(path.front())) return -1;
+  const ValueRef& r = g.ref(path.front());
+  return r.kind == ValueRef::Kind::node ? r.index : -1;
+}
 
 // Linear producers directly feeding node n.
 std::vector<CenterTerm> linear_inputs(const Graph& g, int n) {
@@ -121,14 +114,31 @@ std::vector<CenterTerm> linear_inputs(const Graph& g, int n) {
   return out;
 }
 
-// A concat along its last axis (the feature axis) upstream treated as passing the shift.
+// Grouped (or depthwise) convs treated as producers: an LN broken at a grouped conv is
+// folded with the conv centered over all its output channels.
+const Rewrite kGroupedConvProducer = [](const Graph& g, Mode m, LnVerdict& v,
+                                        const std::set<int>&) {
+  const int n = breaking_node(g, v, m);
+  if (!not_foldable(v, m) || n < 0) return false;
+  const Node& node = g.nodes[n];
+  if ((node.op != Op::conv1d && node.op != Op::conv2d) || node.groups == 1) return false;
+  flip_to_foldable(v, m, {producer(node.name)});
+  return true;
+};
+
+// A concat of different parts along its last axis (the feature axis) on the breaking path
+// treated as passing the shift: the LN is folded with the concat's linear parts centered.
 const Rewrite kConcatFeaturesPass = [](const Graph& g, Mode m, LnVerdict& v,
-                                       const std::set<int>& up) {
+                                       const std::set<int>&) {
   if (!not_foldable(v, m)) return false;
-  for (int n : up) {
+  for (const std::string& name : v.path[static_cast<int>(m)]) {
+    if (!g.has(name) || g.ref(name).kind != ValueRef::Kind::node) continue;
+    const int n = g.ref(name).index;
     const Node& node = g.nodes[n];
     const int64_t rank = static_cast<int64_t>(g.node_shapes[n].size());
-    if (node.op == Op::concat && (node.axis == -1 || node.axis == rank - 1)) {
+    const bool distinct_parts =
+        std::set<std::string>(node.inputs.begin(), node.inputs.end()).size() > 1;
+    if (node.op == Op::concat && distinct_parts && (node.axis == -1 || node.axis == rank - 1)) {
       flip_to_foldable(v, m, linear_inputs(g, n));
       return true;
     }
@@ -136,22 +146,15 @@ const Rewrite kConcatFeaturesPass = [](const Graph& g, Mode m, LnVerdict& v,
   return false;
 };
 
-// A mul by a param that varies along its last axis (a per-feature gain) upstream treated as
-// passing the shift.
+// A mul by a factor varying along the normalized axes (a per-feature gain) treated as
+// passing the shift: an LN broken at such a mul is folded with the mul's linear input
+// centered.
 const Rewrite kPerFeatureMulPasses = [](const Graph& g, Mode m, LnVerdict& v,
-                                        const std::set<int>& up) {
-  if (!not_foldable(v, m)) return false;
-  for (int n : up) {
-    const Node& node = g.nodes[n];
-    if (node.op != Op::mul) continue;
-    for (const ValueRef& r : g.node_inputs[n])
-      if (r.kind == ValueRef::Kind::param && !g.params[r.index].shape.empty() &&
-          g.params[r.index].shape.back() > 1) {
-        flip_to_foldable(v, m, linear_inputs(g, n));
-        return true;
-      }
-  }
-  return false;
+                                        const std::set<int>&) {
+  const int n = breaking_node(g, v, m);
+  if (!not_foldable(v, m) || n < 0 || g.nodes[n].op != Op::mul) return false;
+  flip_to_foldable(v, m, linear_inputs(g, n));
+  return true;
 };
 
 // Terms that cancel ignored: an LN whose input went through a subtraction or a center is
