@@ -1,7 +1,9 @@
-// Counterexamples found by the fuzzer, shrunk and kept (tests/regressions/*.model.json).
-// Each states what it expects in `meta.expect`: "holds" (every check must hold in both
-// modes: the analysis was, or is, wrong on it), or "known_limitation" (the tightness check
-// of `meta.layer_norm` fails for a reason described in `meta.why`, and nothing else does).
+// Counterexamples found by the fuzzer, shrunk and kept (tests/regressions/*.model.json),
+// one test each. Each states what it expects in `meta.expect`: "holds" (every check must
+// hold in both modes: the analysis was, or is, wrong on it), or "known_limitation" (the
+// tightness check of `meta.layer_norm` fails for the reason in `meta.why`, nothing else
+// does). `meta.why` explains the mathematics; `meta.found_by` how to find it again.
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -14,34 +16,44 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(Regressions, EveryShrunkCounterexampleMeetsItsExpectation) {
-  const fs::path dir = fs::path(LNV_SOURCE_DIR) / "tests" / "regressions";
-  int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() != ".json") continue;
-    ++files;
-    const Graph g = load_model(entry.path().string());
-    const std::string expect = g.meta.at("expect").get<std::string>();
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      check::CheckOptions opt;
-      opt.mode = mode;
-      const report::CheckReport rep = check::check_model(g, opt);
-      SCOPED_TRACE(entry.path().filename().string() + " (" + std::string(mode_name(mode)) +
-                   "): " + g.meta.at("why").get<std::string>() + "\n" + report::to_text(rep));
-      if (expect == "holds") {
-        EXPECT_EQ(rep.outcome(), report::Outcome::holds);
-        continue;
-      }
-      ASSERT_EQ(expect, "known_limitation");
-      for (const report::CheckResult& r : rep.results) {
-        const bool limited = r.kind == "ln_tight" && r.subject == g.meta.at("layer_norm");
-        EXPECT_EQ(r.outcome, limited ? report::Outcome::fails : report::Outcome::holds)
-            << r.kind << " " << r.subject;
-      }
+std::vector<std::string> regression_files() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(fs::path(LNV_SOURCE_DIR) / "tests" / "regressions"))
+    if (e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class Regression : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Regression, MeetsItsExpectation) {
+  const Graph g = load_model(GetParam());
+  const std::string expect = g.meta.at("expect").get<std::string>();
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    check::CheckOptions opt;
+    opt.mode = mode;
+    const report::CheckReport rep = check::check_model(g, opt);
+    SCOPED_TRACE(std::string(mode_name(mode)) + ": " + g.meta.at("why").get<std::string>() +
+                 "\n" + report::to_text(rep));
+    if (expect == "holds") {
+      EXPECT_EQ(rep.outcome(), report::Outcome::holds);
+      continue;
+    }
+    ASSERT_EQ(expect, "known_limitation");
+    for (const report::CheckResult& r : rep.results) {
+      const bool limited = r.kind == "ln_tight" && r.subject == g.meta.at("layer_norm");
+      EXPECT_EQ(r.outcome, limited ? report::Outcome::fails : report::Outcome::holds)
+          << r.kind << " " << r.subject;
     }
   }
-  EXPECT_GT(files, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fuzzer, Regression, ::testing::ValuesIn(regression_files()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string stem = fs::path(info.param).stem().stem().string();
+                           std::replace(stem.begin(), stem.end(), '-', '_');
+                           return stem;
+                         });
 
 }  // namespace
 }  // namespace lnv
