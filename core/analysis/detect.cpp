@@ -137,6 +137,8 @@ class Analyzer {
       if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
     zero_.assign(n, false);
     for (int32_t v : g.order) zero_[v] = structurally_zero(v);
+    uniform_.assign(n, 0);
+    for (int32_t v : g.order) uniform_[v] = uniform_axes(v);
     // Live: some graph output depends on it. A structurally zero node depends on nothing.
     live_.assign(n, false);
     for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
@@ -284,6 +286,7 @@ class Analyzer {
   FormPool pool_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
   std::vector<bool> is_output_, live_, zero_;
+  std::vector<Mask> uniform_;
 
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
   // when it is constant along the axis: the value they copy.
@@ -299,6 +302,69 @@ class Analyzer {
       x = first;
     }
     return x;
+  }
+
+  // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
+  // affine or a center over some of them, a producer already centered over them).
+  bool zero_mean_over(const ValueRef& x, const Axes& axes) const {
+    if (x.kind != ValueRef::Kind::node) return false;
+    const Node& n = g_.nodes[x.index];
+    const Shape& s = g_.node_shapes[x.index];
+    const Mask b = analysis::mask_of(axes);
+    auto inside = [&](const Axes& own) {
+      const Mask m = analysis::mask_of(normalize_axes(own, int64_t(s.size()), n.name)) &
+                     ~analysis::size1_mask(s);
+      return m != 0 && subset(m, b);
+    };
+    if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty()) return inside(n.axes);
+    if (n.op == Op::center) return inside(n.axes);
+    if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
+      return inside({-1});
+    return false;
+  }
+
+  // Axes along which a node's value is the same everywhere by construction (it does not
+  // depend on the position there): zero values, and what is computed from them.
+  Mask uniform_axes(int32_t v) const {
+    const Node& n = g_.nodes[v];
+    const Shape& out = g_.node_shapes[v];
+    const size_t R = out.size();
+    const Mask all = R >= 64 ? ~Mask(0) : (Mask(1) << R) - 1;
+    if (zero_[v]) return all;
+    const auto& in = g_.node_inputs[v];
+    auto of = [&](size_t k) -> Mask {
+      const ValueRef& r = in[k];
+      const Shape& s = g_.shape_of(r);
+      const Mask own = r.kind == ValueRef::Kind::node ? uniform_[r.index] : analysis::size1_mask(s);
+      return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
+    };
+    Mask m = 0;
+    switch (n.op) {
+      case Op::relu:
+      case Op::gelu:
+      case Op::tanh:
+      case Op::sigmoid:
+      case Op::silu:
+      case Op::exp:
+      case Op::scale:
+        m = of(0);
+        break;
+      case Op::dropout:
+        m = mode_ == Mode::training && n.p > 0.0 ? 0 : of(0);
+        break;
+      case Op::add:
+      case Op::sub:
+      case Op::mul:
+      case Op::div:
+        m = of(0) & of(1);
+        break;
+      case Op::linear:
+        m = of(0) & ~bit(int64_t(R) - 1);
+        break;
+      default:
+        m = 0;
+    }
+    return (m & all) | analysis::size1_mask(out);
   }
 
   // Whether a mean form is one constant: only param terms averaged over all their axes.
@@ -362,13 +428,14 @@ class Analyzer {
         return z(0) && n.bias.empty();
       case Op::attention:
         return z(0) && n.bv.empty() && n.bo.empty();
+      case Op::mean:
+        return all_zero() || zero_mean_over(in[0], normalize_axes(n.axes, int64_t(g_.shape_of(in[0]).size()), n.name));
       case Op::add:
       case Op::dropout:
       case Op::relu:
       case Op::gelu:
       case Op::tanh:
       case Op::silu:
-      case Op::mean:
       case Op::max:
       case Op::transpose:
       case Op::reshape:
@@ -485,6 +552,8 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   Term t;
   t.term.kind = CenterTerm::Kind::producer;
   t.term.node = g_.nodes[n].name;
+  // δ = -mean_f(t) is as uniform as t itself.
+  feature |= uniform_[n];
   t.origin = {n, canon_u(n, feature)};
   t.pending = true;
   terms_.push_back(t);
