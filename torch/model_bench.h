@@ -1,0 +1,56 @@
+// The model part of `lnverify bench`: a model and its inference fold
+// (apply_fold(g, detect_foldable(g, Mode::inference))) run by the LibTorch engine in
+// float32, forward only, interleaved and repeated, with the time inside every norm call
+// attributed to its node.
+//
+// The end-to-end share of the norms is small on a CPU (a GPT-2 forward is dominated by
+// its matrix products), below the run-to-run noise of a whole forward, which is why the
+// per-call norm times are reported next to the end-to-end medians.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+#include "torch/bench_stats.h"
+#include "torch/engine.h"
+
+namespace lnv::torch {
+
+struct ModelBenchOptions {
+  int repeats = 7;  // timed forwards per variant (after one warm-up each)
+  Clock clock = Clock::wall;
+  uint64_t seed = 1;  // random inputs
+};
+
+struct VariantResult {
+  Timing seconds;             // per forward
+  double tokens_per_s = 0;    // tokens_per_forward / median
+  Timing norm_seconds;        // per forward, summed over the norm calls of that forward
+  // Per norm node, summed over the timed forwards (calls = repeats).
+  std::vector<torch_engine::NormTiming> norms;
+};
+
+struct ModelBenchResult {
+  std::string model;
+  int64_t tokens_per_forward = 0;
+  size_t layer_norms = 0;  // in the original
+  size_t folded = 0;       // of them, swapped for rms_norm by the inference fold
+  VariantResult original, folded_model;
+};
+
+// Precondition: g is finalized. Throws ModelError for a graph the engine cannot run.
+ModelBenchResult bench_model(const Graph& g, const ModelBenchOptions& opt);
+
+// Tokens of one forward: the elements of the first index input (token ids), else the rows
+// of the first norm, else the batch (first dimension of the first input).
+int64_t tokens_per_forward(const Graph& g);
+
+std::string format_model_bench(const ModelBenchResult& r);
+
+void to_json(nlohmann::json& j, const ModelBenchResult& r);
+
+}  // namespace lnv::torch
