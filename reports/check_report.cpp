@@ -95,7 +95,9 @@ std::string to_text(const CheckReport& r) {
       const Divergence& d = *c.divergence;
       os << "      " << d.quantity << " differs on trial " << d.trial << " (run seed " << d.seed
          << "): element " << d.element << " original " << d.original_value << " rewrite "
-         << d.rewrite_value << "\n";
+         << d.rewrite_value << "\n"
+         << "      (inputs, dropout masks and loss cotangents are the SplitMix64 streams of run seed "
+         << d.seed << "; `--seed " << d.seed << " --trials 1` replays this trial)\n";
       if (!d.first_node.empty()) {
         os << "      first node where they part: '" << d.first_node << "'; chain:";
         for (const std::string& n : d.chain) os << " " << n;
