@@ -23,7 +23,8 @@ namespace lnv {
 namespace {
 
 // Which rules the generated cases exercised, per mode: "yes:<producer op>" for the kinds of
-// terms centered by foldable LNs, "no:<op>" for the ops that break non-foldable ones.
+// terms centered by foldable LNs, "no:<op>" for the ops that break non-foldable ones, and
+// "has <tag>" for the op kinds and features the graphs contained (gen::graph_tags).
 std::map<std::string, int>& rules_hit() {
   static std::map<std::string, int> hits;
   return hits;
@@ -60,6 +61,7 @@ void verdicts_agree_with_exact_evaluation(Mode mode) {
   opt.drift = false;
   const report::CheckReport rep = check::check_model(g, opt);
   record(g, detect_foldable(g, mode));
+  for (const std::string& tag : gen::graph_tags(g)) ++rules_hit()[std::string(mode_name(mode)) + " has " + tag];
   RC_TAG(rep.layer_norms == 0              ? "no LN"
          : rep.foldable == rep.layer_norms ? "all LNs foldable"
          : rep.foldable == 0               ? "no LN foldable"
