@@ -18,6 +18,7 @@ struct Runner {
   Engine engine;
   std::vector<double> seconds, norm_seconds;
   std::vector<NormTiming> norms;  // accumulated over the timed forwards
+  std::vector<std::vector<double>> per_call;  // per norm node, per forward
 
   Runner(const Graph& g, const std::vector<Tensor<double>>& inputs)
       : engine(g, {torch_engine::Precision::f32}) {
@@ -36,6 +37,9 @@ struct Runner {
     double sum = 0;
     for (const NormTiming& n : now) sum += n.seconds;
     norm_seconds.push_back(sum);
+    per_call.resize(now.size());
+    for (size_t k = 0; k < now.size(); ++k)
+      if (now[k].calls) per_call[k].push_back(now[k].seconds / double(now[k].calls));
     if (norms.empty()) {
       norms = now;
     } else {
@@ -50,6 +54,8 @@ struct Runner {
     v.tokens_per_s = v.seconds.median > 0 ? double(tokens) / v.seconds.median : 0;
     v.norm_seconds = summarize(norm_seconds);
     v.norms = norms;
+    for (const std::vector<double>& samples : per_call)
+      v.norm_call_seconds.push_back(summarize(samples));
     return v;
   }
 };
@@ -132,16 +138,21 @@ std::string format_model_bench(const ModelBenchResult& r) {
   os << line;
 
   // Per norm node: the original's call against the folded model's (same node names).
-  std::map<std::string, const NormTiming*> folded_by_node;
-  for (const NormTiming& n : r.folded_model.norms) folded_by_node[n.node] = &n;
-  std::snprintf(line, sizeof line, "  %-28s %-11s %13s %13s %8s\n", "norm node", "shape",
-                "original us", "folded us", "ratio");
+  std::map<std::string, size_t> folded_by_node;
+  for (size_t k = 0; k < r.folded_model.norms.size(); ++k)
+    folded_by_node[r.folded_model.norms[k].node] = k;
+  auto median_call = [](const VariantResult& v, size_t k) {
+    return k < v.norm_call_seconds.size() ? v.norm_call_seconds[k].median : 0.0;
+  };
+  std::snprintf(line, sizeof line, "  %-28s %-11s %13s %13s %8s\n", "norm node (median)",
+                "shape", "original us", "folded us", "ratio");
   os << line;
-  for (const NormTiming& n : r.original.norms) {
-    const double before = n.calls ? n.seconds / double(n.calls) : 0;
+  for (size_t k = 0; k < r.original.norms.size(); ++k) {
+    const NormTiming& n = r.original.norms[k];
+    const double before = median_call(r.original, k);
     const auto it = folded_by_node.find(n.node);
-    const NormTiming* f = it == folded_by_node.end() ? nullptr : it->second;
-    const double after = f && f->calls ? f->seconds / double(f->calls) : 0;
+    const NormTiming* f = it == folded_by_node.end() ? nullptr : &r.folded_model.norms[it->second];
+    const double after = f ? median_call(r.folded_model, it->second) : 0;
     const std::string ops = std::string(op_name(n.op)) + (f && f->op != n.op ? "->rms" : "");
     std::snprintf(line, sizeof line, "  %-28s %-11s %13.1f %13.1f %7.2fx  %s\n",
                   n.node.c_str(), shape_text(n).c_str(), before * 1e6, after * 1e6,
@@ -154,13 +165,18 @@ std::string format_model_bench(const ModelBenchResult& r) {
 void to_json(nlohmann::json& j, const ModelBenchResult& r) {
   auto variant = [](const VariantResult& v) {
     nlohmann::json norms = nlohmann::json::array();
-    for (const NormTiming& n : v.norms)
+    for (size_t k = 0; k < v.norms.size(); ++k) {
+      const NormTiming& n = v.norms[k];
+      const Timing t = k < v.norm_call_seconds.size() ? v.norm_call_seconds[k] : Timing{};
       norms.push_back({{"node", n.node},
                        {"op", op_name(n.op)},
                        {"rows", n.rows},
                        {"cols", n.cols},
                        {"calls", n.calls},
-                       {"seconds_per_call", n.calls ? n.seconds / double(n.calls) : 0.0}});
+                       {"mean_s_per_call", n.calls ? n.seconds / double(n.calls) : 0.0},
+                       {"median_s_per_call", t.median},
+                       {"samples_s_per_call", t.samples}});
+    }
     return nlohmann::json{{"median_s", v.seconds.median},
                           {"min_s", v.seconds.min},
                           {"max_s", v.seconds.max},

@@ -32,6 +32,10 @@ struct VariantResult {
   Timing norm_seconds;        // per forward, summed over the norm calls of that forward
   // Per norm node, summed over the timed forwards (calls = repeats).
   std::vector<torch_engine::NormTiming> norms;
+  // Per norm node (parallel to `norms`): seconds per call, one sample per forward. Its
+  // median is what the table shows: on a shared machine one preempted call can hold
+  // up a parallel region for a whole scheduler tick and would dominate a mean.
+  std::vector<Timing> norm_call_seconds;
 };
 
 struct ModelBenchResult {

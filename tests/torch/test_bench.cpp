@@ -59,6 +59,8 @@ TEST(Bench, ModelBenchTimesBothVariantsAndAttributesEveryNorm) {
       EXPECT_LE(v->norm_seconds.samples[k], v->seconds.samples[k]);
     }
     ASSERT_EQ(v->norms.size(), r.layer_norms);  // every norm node, one entry each
+    ASSERT_EQ(v->norm_call_seconds.size(), r.layer_norms);
+    for (const Timing& t : v->norm_call_seconds) EXPECT_EQ(t.samples.size(), 3u);
     for (const auto& n : v->norms) {
       EXPECT_EQ(n.calls, 3) << n.node;  // once per timed forward
       EXPECT_EQ(n.rows, 15) << n.node;
