@@ -135,18 +135,26 @@ class Analyzer {
     is_output_.assign(n, false);
     for (const ValueRef& r : g.output_refs)
       if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
-    zero_.assign(n, false);
-    for (int32_t v : g.order) zero_[v] = structurally_zero(v);
+    // Two readings of "zero" and "live": `strict` trusts only what no rewrite changes
+    // (sub(a, a), scale 0, center, cbwc); the other also trusts LayerNorms, which stay
+    // LayerNorms or are folded exactly — except the LN being judged, whose own fold must
+    // not be justified by its own zero-mean output (hence LN deadness uses strict).
+    for (bool strict : {true, false}) {
+      std::vector<bool>& zero = strict ? zero_strict_ : zero_;
+      std::vector<bool>& live = strict ? live_strict_ : live_;
+      zero.assign(n, false);
+      for (int32_t v : g.order) zero[v] = structurally_zero(v, strict);
+      // Live: some graph output depends on it. A structurally zero node depends on nothing.
+      live.assign(n, false);
+      for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
+        const int32_t v = *it;
+        bool l = is_output_[v];
+        for (auto [c, k] : uses_[v]) l = l || (live[c] && !ignores_inputs(c, strict));
+        live[v] = l && !zero[v];
+      }
+    }
     uniform_.assign(n, 0);
     for (int32_t v : g.order) uniform_[v] = uniform_axes(v);
-    // Live: some graph output depends on it. A structurally zero node depends on nothing.
-    live_.assign(n, false);
-    for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
-      const int32_t v = *it;
-      bool l = is_output_[v];
-      for (auto [c, k] : uses_[v]) l = l || (live_[c] && !ignores_inputs(c));
-      live_[v] = l && !zero_[v];
-    }
     for (size_t i = 0; i < n; ++i)
       if (g.node_shapes[i].size() > 63)
         throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
@@ -158,6 +166,8 @@ class Analyzer {
   const std::vector<Term>& terms() const { return terms_; }
   const std::vector<Issue>& issues() const { return issues_; }
   bool live(int32_t v) const { return live_[v]; }
+  // Whether swapping LN v itself could change an output (see the constructor).
+  bool live_strict(int32_t v) const { return live_strict_[v]; }
   bool stale() const { return stale_; }
 
   // The mean over `mask` (axes of the operand) of operand k of node n.
@@ -285,7 +295,7 @@ class Analyzer {
   Mode mode_;
   FormPool pool_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
-  std::vector<bool> is_output_, live_, zero_;
+  std::vector<bool> is_output_, live_, zero_, live_strict_, zero_strict_;
   std::vector<Mask> uniform_;
 
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
@@ -306,7 +316,7 @@ class Analyzer {
 
   // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
   // affine or a center over some of them, a producer already centered over them).
-  bool zero_mean_over(const ValueRef& x, const Axes& axes) const {
+  bool zero_mean_over(const ValueRef& x, const Axes& axes, bool strict) const {
     if (x.kind != ValueRef::Kind::node) return false;
     const Node& n = g_.nodes[x.index];
     const Shape& s = g_.node_shapes[x.index];
@@ -316,7 +326,8 @@ class Analyzer {
                      ~analysis::size1_mask(s);
       return m != 0 && subset(m, b);
     };
-    if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty()) return inside(n.axes);
+    if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty() && !strict)
+      return inside(n.axes);
     if (n.op == Op::center) return inside(n.axes);
     if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
       return inside({-1});
@@ -385,12 +396,12 @@ class Analyzer {
 
   // Whether node c's output does not depend on its inputs at all: a softmax over an axis of
   // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
-  bool ignores_inputs(int32_t c) const {
+  bool ignores_inputs(int32_t c, bool strict) const {
     const Node& n = g_.nodes[c];
     const Shape& s = g_.node_shapes[c];
-    if (zero_[c]) return true;
+    if ((strict ? zero_strict_ : zero_)[c]) return true;
     if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
-    if (n.op == Op::layer_norm || n.op == Op::center) {
+    if ((n.op == Op::layer_norm && !strict) || n.op == Op::center) {
       for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
         if (s[a] != 1) return false;
       return true;
@@ -400,10 +411,11 @@ class Analyzer {
 
   // Whether node v is identically zero whatever the inputs and (generic) params:
   // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
-  bool structurally_zero(int32_t v) const {
+  bool structurally_zero(int32_t v, bool strict) const {
     const Node& n = g_.nodes[v];
     const auto& in = g_.node_inputs[v];
-    auto z = [&](size_t k) { return in[k].kind == ValueRef::Kind::node && zero_[in[k].index]; };
+    const std::vector<bool>& zero = strict ? zero_strict_ : zero_;
+    auto z = [&](size_t k) { return in[k].kind == ValueRef::Kind::node && zero[in[k].index]; };
     auto all_zero = [&]() {
       for (size_t k = 0; k < in.size(); ++k)
         if (!z(k)) return false;
@@ -429,7 +441,10 @@ class Analyzer {
       case Op::attention:
         return z(0) && n.bv.empty() && n.bo.empty();
       case Op::mean:
-        return all_zero() || zero_mean_over(in[0], normalize_axes(n.axes, int64_t(g_.shape_of(in[0]).size()), n.name));
+        return all_zero() ||
+               zero_mean_over(in[0],
+                              normalize_axes(n.axes, int64_t(g_.shape_of(in[0]).size()), n.name),
+                              strict);
       case Op::add:
       case Op::dropout:
       case Op::relu:
@@ -1034,7 +1049,8 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     return ex;
   }
   auto follow = [&](int32_t c, int k, Mask uu) -> bool {
-    if (!live_[c]) return true;
+    // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
+    if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
     EdgeResult e = edge(c, k, uu);
     if (e.kind == EdgeResult::absorb) return true;
     if (e.kind == EdgeResult::brk) {
@@ -1261,7 +1277,7 @@ struct ModeVerdict {
 ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& ln_name) {
   const Graph& g = an.graph();
   ModeVerdict v;
-  if (!an.live(n)) {
+  if (!an.live_strict(n)) {
     // No output depends on it: swapping it changes nothing, with nothing centered.
     v.foldable = true;
     return v;
