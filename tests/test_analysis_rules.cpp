@@ -404,6 +404,36 @@ TEST(AnalysisRules, RnnNormAlwaysFolds) {
   EXPECT_TRUE(has_producer(v, "rnn"));
 }
 
+TEST(AnalysisRules, DeadLayerNormFoldsWithNothingCentered) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln_dead", "x");
+  layer_norm(b, "ln", "fc");
+  const FoldPlan plan = detect_foldable(b.build({"ln"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln_dead").foldable[0]);
+  EXPECT_TRUE(verdict(plan, "ln_dead").terms.empty());
+}
+
+TEST(AnalysisRules, StructuralZerosCutDependence) {
+  // fc's shift reaches an output only through sub(fc, fc) = 0.
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln", "fc");
+  b.node("z", Op::sub, {"fc", "fc"});
+  const LnVerdict& v = verdict(detect_foldable(b.build({"ln", "z"}), Mode::inference), "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+TEST(AnalysisRules, LayerNormsOwnZeroMeanDoesNotMakeItDead) {
+  // mean(ln) over its axes is 0 only while ln subtracts the mean: ln is judged as live.
+  GraphBuilder b;
+  b.input("x", {2, 8});
+  layer_norm(b, "ln", "x");
+  Node& m = b.node("m", Op::mean, {"ln"});
+  m.axes = {-1};
+  const LnVerdict& v = verdict(detect_foldable(b.build({"m"}), Mode::inference), "ln");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "x")) << v.reason[0];
+}
+
 TEST(AnalysisRules, DeepResidualStreamIsFoldableThroughout) {
   // emb -> [ln_k -> fc1 -> gelu -> fc2 -> add]* -> ln_f
   GraphBuilder b;
