@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 
 namespace lnv::kernels {
 namespace {
@@ -173,24 +172,15 @@ void add_and_sum_squares(Rows<const float> x, Rows<const float> res, Rows<float>
 }
 
 // y[r] = (x[r] - shift[r]) * scale[r] [* w] [+ b]; each variant is its own instantiation
-// so the inner loop carries no branch. While it writes, it prefetches `next_len` elements
-// from `next` (the next block's input, or null), so the reads of the next block overlap
-// this block's writes instead of stalling its first pass: that is what lets a norm keep
-// up with a copy when the data streams from memory.
+// so the inner loop carries no branch.
 template <int R, bool kWeight, bool kBias, bool kShift, class T>
 void write_rows(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
-                Rows<T> y, int64_t n, const T* next, int64_t next_len) {
+                Rows<T> y, int64_t n) {
   constexpr int64_t W = kLanes<T>;
   Vec<T> c[R], k[R];
   for (int r = 0; r < R; ++r) c[r] = splat(kShift ? shift[r] : T(0)), k[r] = splat(scale[r]);
-  // Elements of `next` to prefetch per W columns written, in whole 64-byte lines.
-  constexpr int64_t kLine = 64 / sizeof(T);
-  const int64_t ahead = next ? ((next_len + n - 1) / n * W + kLine - 1) / kLine * kLine : 0;
-  int64_t prefetched = 0;
   int64_t j = 0;
   for (; j + W <= n; j += W) {
-    for (int64_t p = 0; p < ahead && prefetched < next_len; p += kLine, prefetched += kLine)
-      __builtin_prefetch(next + prefetched, 0, 3);
     Vec<T> wv{}, bv{};
     if constexpr (kWeight) wv = load(w + j);
     if constexpr (kBias) bv = load(b + j);
@@ -216,22 +206,11 @@ void write_rows(Rows<const T> x, const T* shift, const T* scale, const T* w, con
 
 template <int R, bool kShift, class T>
 void write_rows_affine(Rows<const T> x, const T* shift, const T* scale, const T* w,
-                       const T* b, Rows<T> y, int64_t n, const T* next, int64_t next_len) {
-  if (w && b)
-    return write_rows<R, true, true, kShift>(x, shift, scale, w, b, y, n, next, next_len);
-  if (w) return write_rows<R, true, false, kShift>(x, shift, scale, w, b, y, n, next, next_len);
-  if (b) return write_rows<R, false, true, kShift>(x, shift, scale, w, b, y, n, next, next_len);
-  write_rows<R, false, false, kShift>(x, shift, scale, w, b, y, n, next, next_len);
-}
-
-// The input of the block after rows [first, first + R) (clipped at `rows`), for the
-// prefetch of write_rows.
-template <class T>
-std::pair<const T*, int64_t> next_block(const T* x, int64_t first, int R, int64_t rows,
-                                        int64_t cols) {
-  const int64_t begin = first + R, end = std::min<int64_t>(begin + kBlock, rows);
-  if (begin >= end) return {nullptr, 0};
-  return {x + begin * cols, (end - begin) * cols};
+                       const T* b, Rows<T> y, int64_t n) {
+  if (w && b) return write_rows<R, true, true, kShift>(x, shift, scale, w, b, y, n);
+  if (w) return write_rows<R, true, false, kShift>(x, shift, scale, w, b, y, n);
+  if (b) return write_rows<R, false, true, kShift>(x, shift, scale, w, b, y, n);
+  write_rows<R, false, false, kShift>(x, shift, scale, w, b, y, n);
 }
 
 template <class T>
@@ -248,9 +227,8 @@ void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int
       T scale[R];
       sum_squares<R, false>(xr, static_cast<const T*>(nullptr), cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      const auto [next, next_len] = next_block(x, first, R, rows, cols);
       write_rows_affine<R, false>(xr, static_cast<const T*>(nullptr), scale, w, b,
-                                  Rows<T>{out + first * cols, cols}, cols, next, next_len);
+                                  Rows<T>{out + first * cols, cols}, cols);
     });
   });
 }
@@ -268,9 +246,8 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
       for (int r = 0; r < R; ++r) mean[r] /= T(cols);
       sum_squares<R, true>(xr, mean, cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      const auto [next, next_len] = next_block(x, first, R, rows, cols);
       write_rows_affine<R, true>(xr, mean, scale, w, b, Rows<T>{out + first * cols, cols},
-                                 cols, next, next_len);
+                                 cols);
     });
   });
 }
@@ -307,11 +284,9 @@ void add_rms_norm(const float* x, const float* residual, const float* weight,
       float scale[R];
       add_and_sum_squares<R>({x + at, cols}, {residual + at, cols}, sum, cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      // Prefetch the next block's x only; its residual comes in with the first pass.
-      const auto [next, next_len] = next_block(x, first, R, rows, cols);
       write_rows_affine<R, false>(Rows<const float>{sum_out + at, cols},
                                   static_cast<const float*>(nullptr), scale, weight, bias,
-                                  Rows<float>{out + at, cols}, cols, next, next_len);
+                                  Rows<float>{out + at, cols}, cols);
     });
   });
 }
