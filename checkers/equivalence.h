@@ -18,7 +18,10 @@
 //                    when n <= 6; otherwise the empty and full sets, every singleton and
 //                    every complement of one, then random subsets, up to
 //                    opt.max_forced_folds), then swapped for RMSNorm; every attempt must
-//                    change the outputs by far more than the rounding bound;
+//                    change the outputs by far more than the rounding bound (an attempt
+//                    that does not on the opt.trials trials gets 16 more before it
+//                    counts: a dropout mask keeping whole rows, or equal ids, can make a
+//                    fold exact on one draw by coincidence);
 //   (d) plan_exact — the plan applied as a whole is exact, as in (a);
 // and, in training mode, measures how far the training-mode outputs of the *inference*
 // rewrite of each LN foldable in inference only drift (CheckReport::drift).
