@@ -1315,11 +1315,25 @@ ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& 
   return v;
 }
 
+// Adds a term to a list of terms, one per (producer) or (param use). A param use wanted
+// centered over nested axis sets is centered over the smallest: that zeroes its mean over
+// every larger set too.
+void merge_term(std::vector<CenterTerm>& terms, const CenterTerm& t) {
+  for (CenterTerm& have : terms) {
+    if (have.kind != t.kind || have.node != t.node || have.param != t.param || have.slot != t.slot)
+      continue;
+    if (t.remove || std::includes(have.axes.begin(), have.axes.end(), t.axes.begin(), t.axes.end()))
+      have = t;
+    return;
+  }
+  terms.push_back(t);
+}
+
 std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
   std::vector<CenterTerm> out;
   std::set<int32_t> seen;
   an.pool().visit(f, [&](const Entry& e) {
-    if (e.ref >= 0 && seen.insert(e.ref).second) out.push_back(an.terms()[e.ref].term);
+    if (e.ref >= 0 && seen.insert(e.ref).second) merge_term(out, an.terms()[e.ref].term);
   });
   return out;
 }
@@ -1348,7 +1362,11 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   std::vector<bool> seen_nodes;
   std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
   auto add_center = [&](const CenterTerm& t) {
-    if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) plan.center.push_back(t);
+    if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) {
+      plan.center.push_back(t);
+    } else if (t.kind == CenterTerm::Kind::param) {
+      merge_term(plan.center, t);  // rare: the same param use under several LNs
+    }
   };
   for (int32_t n : g.order) {
     const Node& node = g.nodes[n];

@@ -10,6 +10,7 @@
 //   is a term is split: the norm (renamed "<norm>.nobias") loses its bias and an `add` of
 //   the centered bias, which takes the norm's name, follows.
 // Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -170,7 +171,12 @@ class Rewriter {
       if (t.kind == CenterTerm::Kind::producer) {
         for (const auto& [use, c] : producer_uses(i)) wanted[use] = c;
       } else {
-        wanted[Use{i, t.slot}] = Centering{t.axes, t.remove};
+        // The same use wanted over nested axis sets: the smallest zeroes every mean.
+        const Centering c{t.axes, t.remove};
+        auto [it, inserted] = wanted.emplace(Use{i, t.slot}, c);
+        if (!inserted && (c.remove || std::includes(it->second.axes.begin(), it->second.axes.end(),
+                                                    c.axes.begin(), c.axes.end())))
+          it->second = c;
       }
     }
     // Every use of every param, grouped by param.
@@ -250,8 +256,23 @@ class Rewriter {
     return c.name;
   }
 
-  void center_training() {
+  // The plan's terms, one per producer or param use (nested axis sets: the smallest).
+  std::vector<CenterTerm> merged_terms() const {
+    std::vector<CenterTerm> out;
     for (const CenterTerm& t : plan_.center) {
+      auto same = std::find_if(out.begin(), out.end(), [&](const CenterTerm& h) {
+        return h.kind == t.kind && h.node == t.node && h.param == t.param && h.slot == t.slot;
+      });
+      if (same == out.end()) out.push_back(t);
+      else if (t.remove || std::includes(same->axes.begin(), same->axes.end(), t.axes.begin(),
+                                         t.axes.end()))
+        *same = t;
+    }
+    return out;
+  }
+
+  void center_training() {
+    for (const CenterTerm& t : merged_terms()) {
       const int32_t i = node_of(t.node, "term");
       if (t.kind == CenterTerm::Kind::producer) {
         producer_uses(i);  // validates that it is a producer
