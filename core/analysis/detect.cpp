@@ -15,7 +15,6 @@
 #include <tuple>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 
 #include "core/analysis/axes_mask.h"
@@ -94,7 +93,6 @@ struct Issue {
 struct Term {
   CenterTerm term;
   Safety safety;
-  Key origin{-1, 0};  // where the deviation starts (node, U); -1 node: injected at an edge
   int32_t use_node = -1, use_slot = -1;  // param terms: the edge the deviation enters by
   Mask use_mask = 0;
   bool pending = false;  // its safety is being computed
@@ -378,6 +376,19 @@ class Analyzer {
     return (m & all) | analysis::size1_mask(out);
   }
 
+  // The value a ref equals by construction: through identities (an inference dropout, a
+  // dropout with p = 0, a scale by 1).
+  ValueRef alias(ValueRef r) const {
+    while (r.kind == ValueRef::Kind::node) {
+      const Node& n = g_.nodes[r.index];
+      const bool identity = (n.op == Op::dropout && (mode_ == Mode::inference || n.p == 0.0)) ||
+                            (n.op == Op::scale && n.factor == 1.0);
+      if (!identity) break;
+      r = g_.node_inputs[r.index][0];
+    }
+    return r;
+  }
+
   // Whether a mean form is one constant: only param terms averaged over all their axes.
   bool is_constant(const Form& f) const {
     bool constant = true;
@@ -423,7 +434,7 @@ class Analyzer {
     };
     switch (n.op) {
       case Op::sub:
-        return in[0] == in[1] || all_zero();
+        return alias(in[0]) == alias(in[1]) || all_zero();
       case Op::scale:
         return n.factor == 0.0 || all_zero();
       case Op::mul:
@@ -569,7 +580,6 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   t.term.node = g_.nodes[n].name;
   // δ = -mean_f(t) is as uniform as t itself.
   feature |= uniform_[n];
-  t.origin = {n, canon_u(n, feature)};
   t.pending = true;
   terms_.push_back(t);
   Safety s = safety(n, feature);
@@ -955,7 +965,7 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::add:
     case Op::sub: {
       const auto& ins = g_.node_inputs[c];
-      if (node.op == Op::sub && ins[0] == ins[1]) return absorb();
+      if (node.op == Op::sub && alias(ins[0]) == alias(ins[1])) return absorb();
       const ValueRef& self = ins[k];
       if (self.kind == ValueRef::Kind::node && cancels_with_mean(c, self.index, u))
         return absorb();
@@ -1142,9 +1152,8 @@ class Reasoner {
     return -1;
   }
 
-  std::string dropout_between(int32_t drop, int32_t ln_node, const std::string& ln_name) const {
+  std::string dropout_between(int32_t drop, const std::string& ln_name) const {
     const int32_t p = producer_above(drop);
-    (void)ln_node;
     return quote(g_.nodes[drop].name) + " (dropout, active in training) lies between " +
            (p >= 0 ? quote(g_.nodes[p].name) : std::string("the model's input")) + " and " +
            quote(ln_name) + "; its mask makes the input of " + quote(ln_name) +
@@ -1161,7 +1170,7 @@ class Reasoner {
         return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
                who + ", which is not a linear function of centerable terms";
       case IssueKind::dropout_training:
-        return dropout_between(is.node, -1, ln);
+        return dropout_between(is.node, ln);
       case IssueKind::norm_with_weight:
         return "the mean of " + quote(ln) + "'s input keeps the output of " + who +
                ", a norm with a weight, which is not zero-mean";
