@@ -36,6 +36,9 @@ struct VariantResult {
   // median is what the table shows: on a shared machine one preempted call can hold
   // up a parallel region for a whole scheduler tick and would dominate a mean.
   std::vector<Timing> norm_call_seconds;
+  // Sum over norm nodes of (median seconds per call x calls per forward): the norm time
+  // of a typical forward, robust to the odd preempted call that inflates norm_seconds.
+  double norm_seconds_typical = 0;
 };
 
 struct ModelBenchResult {

@@ -60,7 +60,12 @@ TEST(Bench, ModelBenchTimesBothVariantsAndAttributesEveryNorm) {
     }
     ASSERT_EQ(v->norms.size(), r.layer_norms);  // every norm node, one entry each
     ASSERT_EQ(v->norm_call_seconds.size(), r.layer_norms);
-    for (const Timing& t : v->norm_call_seconds) EXPECT_EQ(t.samples.size(), 3u);
+    double typical = 0;
+    for (size_t k = 0; k < v->norm_call_seconds.size(); ++k) {
+      EXPECT_EQ(v->norm_call_seconds[k].samples.size(), 3u);
+      typical += v->norm_call_seconds[k].median;  // one call per forward
+    }
+    EXPECT_DOUBLE_EQ(v->norm_seconds_typical, typical);
     for (const auto& n : v->norms) {
       EXPECT_EQ(n.calls, 3) << n.node;  // once per timed forward
       EXPECT_EQ(n.rows, 15) << n.node;
