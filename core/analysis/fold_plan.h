@@ -77,5 +77,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
 // param terms read through `center` nodes, LNs swapped. Node names of the original are
 // kept (so dropout masks and outputs line up).
 Graph apply_fold(const Graph& g, const FoldPlan& plan);
+// The same result, rewriting `g` in place of a copy (no copy of the param values).
+Graph apply_fold(Graph&& g, const FoldPlan& plan);
 
 }  // namespace lnv

@@ -61,7 +61,10 @@ std::string* slot_ref(Node& n, const std::string& slot) {
 
 class Rewriter {
  public:
-  Rewriter(const Graph& g, const FoldPlan& plan) : g_(g), plan_(plan), out_(g) {
+  // `g` is read for structure (names, shapes, references), never for param values; `out`
+  // is the graph rewritten (a copy of g, or g itself moved in).
+  Rewriter(const Graph& g, const FoldPlan& plan, Graph out)
+      : g_(g), plan_(plan), out_(std::move(out)) {
     for (const auto& p : g.params) names_.insert(p.name);
     for (const auto& i : g.inputs) names_.insert(i.name);
     for (const auto& n : g.nodes) names_.insert(n.name);
@@ -208,7 +211,7 @@ class Rewriter {
         continue;
       }
       for (const Centering& c : variants) {
-        Param copy = g_.params[pi];
+        Param copy = out_.params[pi];  // still raw: a shared param is not centered in place
         copy.name = fresh(pname + ".centered");
         centered(copy, c);
         for (const Use& u : uses) {
@@ -327,7 +330,18 @@ class Rewriter {
 
 Graph apply_fold(const Graph& g, const FoldPlan& plan) {
   LNV_INTERNAL_ASSERT(g.finalized(), "apply_fold needs a finalized graph");
-  return Rewriter(g, plan).run();
+  return Rewriter(g, plan, g).run();
+}
+
+Graph apply_fold(Graph&& g, const FoldPlan& plan) {
+  LNV_INTERNAL_ASSERT(g.finalized(), "apply_fold needs a finalized graph");
+  // The rewriter reads structure from a copy without param values and rewrites g itself,
+  // so the values are never copied (the centered copies of shared params aside).
+  std::vector<std::vector<double>> values(g.params.size());
+  for (size_t i = 0; i < g.params.size(); ++i) values[i] = std::move(g.params[i].values);
+  const Graph structure = g;
+  for (size_t i = 0; i < g.params.size(); ++i) g.params[i].values = std::move(values[i]);
+  return Rewriter(structure, plan, std::move(g)).run();
 }
 
 }  // namespace lnv
