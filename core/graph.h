@@ -52,6 +52,10 @@ struct Param {
   // Set by the inference rewrite so that the exact evaluators center in their own
   // precision; saving materializes the centered values in double (and drops this).
   Axes center_axes;
+  // Set by the loader for a `file` param: param_fingerprint() of it as read (0: none).
+  // While the fingerprint still matches, save_model writes the param by reference to its
+  // file without re-reading the file; otherwise (or at 0) it compares with the file.
+  uint64_t file_fingerprint = 0;
 };
 
 // The norm inside an `rnn` (a LayerNorm over H, or an RMSNorm after a rewrite).

@@ -1,6 +1,7 @@
 #include "core/model_json.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -291,6 +292,7 @@ class ModelParser {
                        to_string(t.shape) + ", expected " + to_string(p.shape));
       p.values = std::move(t.values);
       check_finite(p.values, at, p.name, " in " + p.file.path + " [" + p.file.key + "]");
+      p.file_fingerprint = param_fingerprint(p);
     }
     return p;
   }
@@ -555,6 +557,7 @@ struct WeightsSink {
   std::string path_in_json;   // as written in `file.path` (relative to the model's dir)
   std::string resolved;       // absolute, normalized
   int64_t min_numel = 0;
+  SafetensorsDType dtype = SafetensorsDType::f64;
   std::map<std::string, SafetensorsEntry> tensors;
 };
 
@@ -585,13 +588,15 @@ json param_json(const Graph& g, const Param& p, size_t index, const std::string&
       init["high"] = p.init.high;
     }
     o["init"] = std::move(init);
-  } else if (raw && p.source == ParamSource::file && !reads_sink && files.matches(p)) {
+  } else if (raw && p.source == ParamSource::file && !reads_sink &&
+             (p.file_fingerprint != 0 ? param_fingerprint(p) == p.file_fingerprint
+                                      : files.matches(p))) {
     o["file"] = {{"path", rebase_path(p.file.path, g.base_dir, out_dir)}, {"key", p.file.key}};
   } else {
     std::vector<double> values = effective_values(p);
     check_finite(values, "/params/" + std::to_string(index), p.name, "");
     if (sink && (numel(p.shape) >= sink->min_numel || reads_sink)) {
-      sink->tensors[p.name] = {p.shape, std::move(values), SafetensorsDType::f64};
+      sink->tensors[p.name] = {p.shape, std::move(values), sink->dtype};
       o["file"] = {{"path", sink->path_in_json}, {"key", p.name}};
     } else {
       o["data"] = std::move(values);
@@ -661,6 +666,29 @@ void write_compact(std::string& out, const json& j) {
 }
 
 }  // namespace
+
+uint64_t param_fingerprint(const Param& p) {
+  // xxHash64-style rounds over four lanes (independent multiplies keep it memory-bound).
+  constexpr uint64_t k1 = 0x9E3779B185EBCA87ull, k2 = 0xC2B2AE3D27D4EB4Full;
+  auto round = [](uint64_t acc, uint64_t w) { return std::rotl(acc + w * k2, 31) * k1; };
+  auto bytes = [&](uint64_t h, const std::string& s) {
+    for (unsigned char c : s) h = round(h, c);
+    return round(h, s.size());
+  };
+  uint64_t head = bytes(bytes(k1, p.file.path), p.file.key);
+  for (int64_t d : p.shape) head = round(head, static_cast<uint64_t>(d));
+  uint64_t lane[4] = {head, head + k1, head + k2, head - k1};
+  const size_t n = p.values.size();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) lane[k] = round(lane[k], std::bit_cast<uint64_t>(p.values[i + k]));
+  for (; i < n; ++i) lane[0] = round(lane[0], std::bit_cast<uint64_t>(p.values[i]));
+  uint64_t h = round(round(round(round(n, lane[0]), lane[1]), lane[2]), lane[3]);
+  h ^= h >> 33;
+  h *= k2;
+  h ^= h >> 29;
+  return h == 0 ? 1 : h;
+}
 
 std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t seed,
                                 const std::string& name) {
@@ -754,6 +782,7 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
   sink.path_in_json = fs::path(options.weights_file).generic_string();
   sink.resolved = resolved_file(options.weights_file, out_dir);
   sink.min_numel = options.min_file_numel;
+  sink.dtype = options.weights_dtype;
   const std::string text = json_to_text(build_model_json(g, out_dir, &sink));
   // The weights first: the model file never points at tensors that are not there yet.
   if (!sink.tensors.empty()) write_safetensors(sink.resolved, sink.tensors);

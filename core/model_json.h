@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/graph.h"
+#include "core/safetensors.h"
 
 namespace lnv {
 
@@ -44,7 +45,14 @@ struct SaveOptions {
   // are rewritten into it, so it may be overwritten safely.
   std::string weights_file;
   int64_t min_file_numel = 0;
+  // The dtype of the tensors written into the weights file. f32 rounds each value to the
+  // nearest float (centered rows then sum to ~1 ulp, not exactly 0); f64 is exact.
+  SafetensorsDType weights_dtype = SafetensorsDType::f64;
 };
+
+// A 64-bit fingerprint of a param's file reference (path, key), shape and value bits;
+// never 0. Used to tell that a `file` param is unchanged since it was loaded.
+uint64_t param_fingerprint(const Param& p);
 
 // Writes `g` to `path` atomically (never a partial file). Overwrites an existing file.
 // With a weights file, that file is written (atomically) first.

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -89,6 +90,13 @@ bool SafetensorsReader::has(const std::string& key) const {
   return key != "__metadata__" && header_.contains(key);
 }
 
+std::string SafetensorsReader::dtype(const std::string& key) const {
+  if (!has(key)) return "";
+  const nlohmann::json& e = header_.at(key);
+  if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string()) return "";
+  return e["dtype"].get<std::string>();
+}
+
 std::vector<std::string> SafetensorsReader::keys() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : header_.items())
@@ -149,6 +157,20 @@ SafetensorsTensor SafetensorsReader::read(const std::string& key) const {
   if (!in) throw ModelError(where, "cannot read the tensor data (file truncated?)");
   const auto* p = reinterpret_cast<const unsigned char*>(raw.data());
   t.values.resize(count);
+  if constexpr (std::endian::native == std::endian::little) {  // bulk copies, no byte loop
+    if (dtype == "F64") {
+      std::memcpy(t.values.data(), raw.data(), raw.size());
+      return t;
+    }
+    if (dtype == "F32") {
+      for (uint64_t i = 0; i < count; ++i) {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        t.values[i] = f;
+      }
+      return t;
+    }
+  }
   auto convert = [&](auto decode) {
     for (uint64_t i = 0; i < count; ++i, p += esize) t.values[i] = decode(load_le(p, esize));
   };
@@ -171,34 +193,52 @@ SafetensorsTensor read_safetensors_tensor(const std::string& path, const std::st
 
 void write_safetensors(const std::string& path,
                        const std::map<std::string, SafetensorsEntry>& tensors) {
+  // The header first (offsets follow from the shapes), then one buffer of the exact size.
   nlohmann::json header = nlohmann::json::object();
-  std::string data;
+  uint64_t data_size = 0;
   for (const auto& [key, t] : tensors) {
     if (key == "__metadata__") throw ModelError(path, "'__metadata__' is not a tensor name");
     if (static_cast<int64_t>(t.values.size()) != numel(t.shape))
       throw ModelError(path, "tensor '" + key + "' has " + std::to_string(t.values.size()) +
                                  " values but shape " + to_string(t.shape));
-    const uint64_t begin = data.size();
-    const int esize = t.dtype == SafetensorsDType::f64 ? 8 : 4;
-    data.resize(begin + esize * t.values.size());
-    char* out = data.data() + begin;
-    for (double v : t.values) {
-      const uint64_t bits = esize == 8 ? std::bit_cast<uint64_t>(v)
-                                       : std::bit_cast<uint32_t>(static_cast<float>(v));
-      for (int b = 0; b < esize; ++b) *out++ = static_cast<char>((bits >> (8 * b)) & 0xff);
-    }
+    const uint64_t begin = data_size;
+    data_size += (t.dtype == SafetensorsDType::f64 ? 8 : 4) * t.values.size();
     nlohmann::json& entry = header[key];
     entry["dtype"] = t.dtype == SafetensorsDType::f64 ? "F64" : "F32";
     entry["shape"] = t.shape;
-    entry["data_offsets"] = std::vector<uint64_t>{begin, data.size()};
+    entry["data_offsets"] = std::vector<uint64_t>{begin, data_size};
   }
   std::string head = header.dump();
   head.append((8 - head.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
   std::string bytes;
-  bytes.reserve(8 + head.size() + data.size());
+  bytes.reserve(8 + head.size() + data_size);
   store_le(bytes, head.size(), 8);
   bytes += head;
-  bytes += data;
+  bytes.resize(bytes.size() + data_size);
+  char* out = bytes.data() + 8 + head.size();
+  for (const auto& [key, t] : tensors) {
+    if (t.dtype == SafetensorsDType::f64) {
+      for (double v : t.values) {
+        const uint64_t bits = std::bit_cast<uint64_t>(v);
+        if constexpr (std::endian::native == std::endian::little) {
+          std::memcpy(out, &bits, 8);
+          out += 8;
+        } else {
+          for (int b = 0; b < 8; ++b) *out++ = static_cast<char>((bits >> (8 * b)) & 0xff);
+        }
+      }
+    } else {
+      for (double v : t.values) {
+        const uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(v));
+        if constexpr (std::endian::native == std::endian::little) {
+          std::memcpy(out, &bits, 4);
+          out += 4;
+        } else {
+          for (int b = 0; b < 4; ++b) *out++ = static_cast<char>((bits >> (8 * b)) & 0xff);
+        }
+      }
+    }
+  }
   write_file_atomically(path, bytes);
 }
 

@@ -33,6 +33,8 @@ class SafetensorsReader {
   const std::string& path() const { return path_; }
   bool has(const std::string& key) const;
   std::vector<std::string> keys() const;  // sorted, without "__metadata__"
+  // The dtype string of a tensor as the header states it ("F32", ...); "" when absent.
+  std::string dtype(const std::string& key) const;
   SafetensorsTensor read(const std::string& key) const;
 
  private:
