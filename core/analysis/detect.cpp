@@ -611,6 +611,23 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
       }
     }
   }
+  // A mean over the features and other axes: mean_F(mean_rest(x) Wᵀ), zero when the
+  // input's mean over the rest vanishes by construction.
+  if ((a & ~feature) != 0 && (feature & a) != 0) {
+    const size_t R = out_shape(n).size();
+    int act = -1;
+    if (node.op == Op::linear && node.bias.empty()) act = 0;
+    if (node.op == Op::matmul) {
+      const int candidate = input_is_param(n, 1) ? 0 : 1;
+      if (!input_is_param(n, candidate) && !(candidate == 1 && node.transpose_b) &&
+          in_shape(n, 1 - candidate).size() == 2 && in_shape(n, candidate).size() == R)
+        act = candidate;
+    }
+    if (act >= 0 && pool_.size(operand_mean(n, act, a & ~feature)) == 0) {
+      r.zero = true;
+      return r;
+    }
+  }
   Entry e;
   e.atom = n;
   e.mask = a;
