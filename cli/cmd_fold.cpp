@@ -1,14 +1,28 @@
-// `lnverify fold MODEL.json -o OUT.json [--mode inference|training] [--json REPORT]`:
+// `lnverify fold MODEL.json -o OUT.json [--mode inference|training] [--json REPORT]
+//                [--weights FILE | --inline] [--weights-dtype source|f32|f64] [--timings]`:
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
+//
+// Where the weights go: when the input has `file` params or a param of at least
+// kLargeParam values (or --weights is given), params that must be written out (centered,
+// or inline `data`) with at least kMinFileNumel values go into a safetensors side file
+// (default: OUT with the extension .safetensors) and the rest stays inline; unchanged
+// `file` params are referenced, not copied. --inline writes every value into OUT.
+// The side file's dtype: `source` (default) is F32 when every param of at least
+// kMinFileNumel values is a `file` param stored in F32/F16/BF16 and F64 otherwise; F32
+// rounds each (double-)centered value to the nearest float, F64 is exact.
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include "cli/command.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
+#include "core/safetensors.h"
 #include "reports/audit_report.h"
 
 namespace lnv::cli {
@@ -23,9 +37,37 @@ bool same_file(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
+constexpr int64_t kLargeParam = 65536;   // a param this large makes a side file worth it
+constexpr int64_t kMinFileNumel = 1024;  // smaller written-out params stay inline
+
+// The absolute, normalized path a `file` param of `g` reads.
+std::string param_file(const Graph& g, const Param& p) {
+  const fs::path f(p.file.path);
+  const fs::path base = fs::absolute(g.base_dir.empty() ? "." : g.base_dir);
+  return (f.is_absolute() ? f : base / f).lexically_normal().string();
+}
+
+// Whether the input's weights are all 32-bit or narrower floats (see the file comment).
+bool narrow_source(const Graph& g) {
+  std::map<std::string, std::unique_ptr<SafetensorsReader>> readers;
+  bool any = false;
+  for (const Param& p : g.params) {
+    if (numel(p.shape) < kMinFileNumel) continue;
+    if (p.source != ParamSource::file) return false;
+    const std::string path = param_file(g, p);
+    auto it = readers.find(path);
+    if (it == readers.end()) it = readers.emplace(path, std::make_unique<SafetensorsReader>(path)).first;
+    const std::string dt = it->second->dtype(p.file.key);
+    if (dt != "F32" && dt != "F16" && dt != "BF16") return false;
+    any = true;
+  }
+  return any;
+}
+
 Action setup(CLI::App& sub) {
   struct State {
-    std::string model, out, mode = "inference", json;
+    std::string model, out, mode = "inference", json, weights, dtype = "source";
+    bool inline_values = false, timings = false;
   };
   auto st = std::make_shared<State>();
   sub.add_option("MODEL", st->model, "model.json to rewrite")->required();
@@ -34,21 +76,78 @@ Action setup(CLI::App& sub) {
                                      "(keep the stored weights, mark cbwc)")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--json", st->json, "also write the audit report of the fold as JSON");
+  auto* weights = sub.add_option("--weights", st->weights,
+                                 "safetensors side file for written-out weights (default: "
+                                 "OUT with .safetensors, when the input has file params or "
+                                 "params of 65536+ values)");
+  sub.add_flag("--inline", st->inline_values, "write every value inline into OUT (no side file)")
+      ->excludes(weights);
+  sub.add_option("--weights-dtype", st->dtype,
+                 "side file dtype: source (F32 when the input's large params are all "
+                 "F32/F16/BF16 files, else F64), f32 (nearest float) or f64 (exact)")
+      ->check(CLI::IsMember({"source", "f32", "f64"}));
+  sub.add_flag("--timings", st->timings, "print the seconds of load, detect, fold and save to stderr");
   return [st]() -> int {
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
     const Mode mode = st->mode == "training" ? Mode::training : Mode::inference;
-    const Graph g = load_model(st->model);
+    using Clock = std::chrono::steady_clock;
+    auto t0 = Clock::now();
+    std::vector<std::pair<const char*, double>> times;
+    auto lap = [&](const char* what) {
+      const auto t = Clock::now();
+      times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
+      t0 = t;
+    };
+    Graph g = load_model(st->model);
+    lap("load");
     const FoldPlan plan = detect_foldable(g, mode);
-    const Graph folded = apply_fold(g, plan);
-    save_model(folded, st->out);
-    if (!st->json.empty())
-      write_file_atomically(st->json, report::audit_json(g, plan).dump(2) + "\n");
-    std::cout << report::audit_summary(g, plan) << "\n"
+    lap("detect");
+
+    SaveOptions options;
+    bool side = !st->weights.empty();
+    for (const Param& p : g.params)
+      side = side || p.source == ParamSource::file || numel(p.shape) >= kLargeParam;
+    if (side && !st->inline_values) {
+      const fs::path out_dir = fs::absolute(fs::path(st->out)).parent_path();
+      const fs::path file = st->weights.empty()
+                                ? out_dir / fs::path(st->out).filename().replace_extension(".safetensors")
+                                : fs::absolute(st->weights);
+      const std::string file_str = file.lexically_normal().string();
+      for (const Param& p : g.params)
+        if (p.source == ParamSource::file && same_file(param_file(g, p), file_str))
+          throw ModelError(file_str, "refusing to overwrite a weights file the input model reads "
+                                     "(param '" + p.name + "'); choose --weights or another -o");
+      if (same_file(file_str, st->out) || same_file(file_str, st->model))
+        throw ModelError(file_str, "the weights file would overwrite a model file; choose --weights");
+      options.weights_file = file.lexically_normal().lexically_relative(out_dir).generic_string();
+      options.min_file_numel = kMinFileNumel;
+      const bool f32 = st->dtype == "f32" || (st->dtype == "source" && narrow_source(g));
+      options.weights_dtype = f32 ? SafetensorsDType::f32 : SafetensorsDType::f64;
+    }
+    // The reports read the original graph, so they are made before it is rewritten in place.
+    const std::string report = st->json.empty() ? "" : report::audit_json(g, plan).dump(2) + "\n";
+    const std::string summary = report::audit_summary(g, plan);
+    lap("report");
+    const Graph folded = apply_fold(std::move(g), plan);
+    lap("fold");
+    save_model(folded, st->out, options);
+    lap("save");
+    if (!st->json.empty()) write_file_atomically(st->json, report);
+    std::cout << summary << "\n"
               << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"
               << (plan.fold.size() == 1 ? "" : "s") << " -> RMSNorm, " << plan.center.size()
               << " term" << (plan.center.size() == 1 ? "" : "s") << " centered (" << st->mode
               << ")\n";
+    if (!options.weights_file.empty())
+      std::cout << "weights: " << options.weights_file << " ("
+                << (options.weights_dtype == SafetensorsDType::f32 ? "F32" : "F64")
+                << "), unchanged file params referenced\n";
+    if (st->timings) {
+      std::cerr << "timings:";
+      for (const auto& [what, sec] : times) std::cerr << " " << what << " " << sec << " s";
+      std::cerr << "\n";
+    }
     return kOk;
   };
 }

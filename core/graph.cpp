@@ -204,24 +204,37 @@ std::vector<double> effective_values(const Param& p) {
   if (p.center_axes.empty()) return p.values;
   // Center over center_axes: subtract the mean of each fiber spanned by those axes.
   const Shape& s = p.shape;
-  const auto st = strides_of(s);
   std::vector<bool> centered(s.size(), false);
   for (int64_t a : p.center_axes) centered[a] = true;
   int64_t group = 1;
   for (size_t a = 0; a < s.size(); ++a)
     if (centered[a]) group *= s[a];
   std::vector<double> sums(p.values.size() / group, 0.0);
-  auto key_of = [&](int64_t flat) {
-    int64_t key = 0;
-    for (size_t a = 0; a < s.size(); ++a) {
-      int64_t c = (flat / st[a]) % s[a];
-      if (!centered[a]) key = key * s[a] + c;
+  // The fiber (key) of each flat index in row-major order, kept by an odometer over the
+  // multi-index (no division per element): key = sum over uncentered axes of c_a * kst[a].
+  const size_t rank = s.size();
+  std::vector<int64_t> kst(rank, 0);
+  for (int64_t a = int64_t(rank) - 1, k = 1; a >= 0; --a)
+    if (!centered[a]) {
+      kst[a] = k;
+      k *= s[a];
     }
-    return key;
+  auto for_each_key = [&](auto&& visit) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t key = 0;
+    for (int64_t f = 0; f < int64_t(p.values.size()); ++f) {
+      visit(f, key);
+      for (int64_t a = int64_t(rank) - 1; a >= 0; --a) {
+        key += kst[a];
+        if (++idx[a] < s[a]) break;
+        key -= s[a] * kst[a];
+        idx[a] = 0;
+      }
+    }
   };
-  for (int64_t f = 0; f < int64_t(p.values.size()); ++f) sums[key_of(f)] += p.values[f];
+  for_each_key([&](int64_t f, int64_t key) { sums[key] += p.values[f]; });
   std::vector<double> out(p.values);
-  for (int64_t f = 0; f < int64_t(out.size()); ++f) out[f] -= sums[key_of(f)] / double(group);
+  for_each_key([&](int64_t f, int64_t key) { out[f] -= sums[key] / double(group); });
   return out;
 }
 
