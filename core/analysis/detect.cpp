@@ -781,12 +781,30 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::silu:
     case Op::exp:
     case Op::softmax:
-    case Op::max:
       r.leaf = opaque_entry(n, a, IssueKind::nonlinear_output);
       return r;
-    case Op::rms_norm:
+    case Op::max: {
+      const size_t rin = in_shape(n, 0).size();
+      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
+      if (!subset(b, analysis::size1_mask(in_shape(n, 0)))) {
+        r.leaf = opaque_entry(n, a, IssueKind::nonlinear_output);
+        return r;
+      }
+      // A max over axes of size 1 is the identity.
+      r.parts.push_back({0, node.keepdims ? a : analysis::insert_axes(a, b, rin), 1.0, 0, -1});
+      return r;
+    }
+    case Op::rms_norm: {
+      // Without affine, an RMSNorm only rescales rows: a zero-mean input stays zero-mean.
+      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
+      if (node.weight.empty() && node.bias.empty() && b != 0 && subset(b, a) &&
+          pool_.size(operand_mean(n, 0, b)) == 0) {
+        r.zero = true;
+        return r;
+      }
       r.leaf = opaque_entry(n, a, IssueKind::rms_norm_output);
       return r;
+    }
     case Op::add:
     case Op::sub:
       r.parts.push_back({0, operand_mask(0, a), 1.0, 0, -1});
@@ -810,10 +828,12 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::div: {
       const Mask va = ~analysis::broadcast_const_axes(in_shape(n, 0), R);
       const Mask vb = ~analysis::broadcast_const_axes(in_shape(n, 1), R);
-      if ((a & vb) == 0) {
-        r.parts.push_back({0, operand_mask(0, a), 1.0, tag_of(0), -1});
-      } else if (node.op == Op::mul && (a & va) == 0) {
-        r.parts.push_back({1, operand_mask(1, a), 1.0, tag_of(1), -1});
+      // mean_A(a·b) = mean_{A∩Vb}(b · mean_{A∖Vb}(a)): linear in a's mean over the axes
+      // along which b is constant.
+      if ((a & vb) == 0 || (a & ~vb) != 0) {
+        r.parts.push_back({0, operand_mask(0, a & ~vb), 1.0, tag_of(0), -1});
+      } else if (node.op == Op::mul && (a & ~va) != 0) {
+        r.parts.push_back({1, operand_mask(1, a & ~va), 1.0, tag_of(1), -1});
       } else {
         const int32_t issue = add_issue({IssueKind::per_feature_factor, n, -1, 0, a});
         if (node.op == Op::mul && input_is_param(n, 0) && !input_is_param(n, 1))
