@@ -152,25 +152,30 @@ SafetensorsTensor SafetensorsReader::read(const std::string& key) const {
                                 " bytes): the file is truncated or the offsets are wrong");
   std::ifstream in(path_, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(data_start_ + begin));
+  if constexpr (std::endian::native == std::endian::little) {
+    // F64 and F32 are read straight into the values (no staging buffer): F32 into the
+    // upper half of the doubles' storage, widened front to back (value i is written to
+    // bytes [8i, 8i+8), never past float i+1 at byte 4*count + 4i + 4).
+    if (dtype == "F64" || dtype == "F32") {
+      t.values.resize(count);
+      char* base = reinterpret_cast<char*>(t.values.data());
+      char* dst = dtype == "F64" ? base : base + 4 * count;
+      in.read(dst, static_cast<std::streamsize>(end - begin));
+      if (!in) throw ModelError(where, "cannot read the tensor data (file truncated?)");
+      if (dtype == "F32")
+        for (uint64_t i = 0; i < count; ++i) {
+          float f;
+          std::memcpy(&f, dst + 4 * i, 4);
+          t.values[i] = f;
+        }
+      return t;
+    }
+  }
   std::string raw(end - begin, '\0');
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   if (!in) throw ModelError(where, "cannot read the tensor data (file truncated?)");
   const auto* p = reinterpret_cast<const unsigned char*>(raw.data());
   t.values.resize(count);
-  if constexpr (std::endian::native == std::endian::little) {  // bulk copies, no byte loop
-    if (dtype == "F64") {
-      std::memcpy(t.values.data(), raw.data(), raw.size());
-      return t;
-    }
-    if (dtype == "F32") {
-      for (uint64_t i = 0; i < count; ++i) {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        t.values[i] = f;
-      }
-      return t;
-    }
-  }
   auto convert = [&](auto decode) {
     for (uint64_t i = 0; i < count; ++i, p += esize) t.values[i] = decode(load_le(p, esize));
   };
