@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -215,12 +216,13 @@ void write_safetensors(const std::string& path,
   }
   std::string head = header.dump();
   head.append((8 - head.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-  std::string bytes;
-  bytes.reserve(8 + head.size() + data_size);
-  store_le(bytes, head.size(), 8);
-  bytes += head;
-  bytes.resize(bytes.size() + data_size);
-  char* out = bytes.data() + 8 + head.size();
+  std::string prefix;
+  store_le(prefix, head.size(), 8);
+  prefix += head;
+  const size_t total = prefix.size() + data_size;
+  std::unique_ptr<char[]> bytes(new char[total]);  // not zero-filled: every byte is written
+  std::memcpy(bytes.get(), prefix.data(), prefix.size());
+  char* out = bytes.get() + prefix.size();
   for (const auto& [key, t] : tensors) {
     if (t.dtype == SafetensorsDType::f64) {
       for (double v : t.values) {
@@ -244,7 +246,7 @@ void write_safetensors(const std::string& path,
       }
     }
   }
-  write_file_atomically(path, bytes);
+  write_file_atomically(path, std::string_view(bytes.get(), total));
 }
 
 }  // namespace lnv
