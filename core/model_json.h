@@ -40,7 +40,7 @@ std::string model_to_text(const Graph& g, const std::string& out_dir);
 struct SaveOptions {
   // When set: params whose values must be written out (`data` params, and params changed
   // or centered since they were read) with at least `min_file_numel` values go into this
-  // safetensors file as F64 (exact) instead of inline `data`, each under its param name.
+  // safetensors file (as weights_dtype) instead of inline `data`, each under its param name.
   // The path is relative to the model file's directory. Params read from that same file
   // are rewritten into it, so it may be overwritten safely.
   std::string weights_file;
