@@ -2,7 +2,6 @@
 // [--json F]`: which BLAS and how many threads LibTorch runs with; the norm kernel table
 // (torch/kernel_bench.h); and, given a model, the original against its inference fold on
 // the LibTorch engine (torch/model_bench.h). Timings are printed, never asserted.
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -14,6 +13,7 @@
 #if LNV_HAVE_TORCH
 #include <ATen/Parallel.h>
 
+#include "core/file_io.h"
 #include "core/model_json.h"
 #include "generators/architectures.h"
 #include "torch/blas_info.h"
@@ -149,11 +149,7 @@ int run_bench(const Options& st) {
     report["models"].push_back(r);
   }
 
-  if (!st.json_path.empty()) {
-    std::ofstream f(st.json_path);
-    if (!f) throw ModelError(st.json_path, "cannot write the JSON report");
-    f << report.dump(2) << "\n";
-  }
+  if (!st.json_path.empty()) write_file_atomically(st.json_path, report.dump(2) + "\n");
   return kOk;
 }
 

@@ -1,27 +1,42 @@
 // `lnverify check MODEL.json [--mode inference|training] [--bits N] [--trials K] [--seed S]
-// [--json F]`: proves the analysis' verdicts on a model by exact evaluation
+// [--json F] [--engine exact|torch]`: proves the analysis' verdicts on a model by exact evaluation
 // (checkers/equivalence.h): every foldable LN folds exactly, every "not foldable" is
 // tight, the whole plan is exact (and in training mode, gradients too).
 //
 // Exit codes (cli/command.h): 0 every check holds, 1 a check fails (printed: which LN or
 // output, the trial's run seed, the first node where original and rewrite part), 2 bad
 // input, 3 inconclusive.
-#include <fstream>
 #include <iostream>
 
 #include "checkers/equivalence.h"
 #include "cli/command.h"
+#include "cli/fidelity_run.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/model_json.h"
 #include "reports/check_report.h"
 
 namespace lnv::cli {
 namespace {
 
+template <class State>
+int run_torch(State& st) {
+#ifdef LNV_HAVE_TORCH
+  st.torch.model = st.model;
+  st.torch.json = st.json;
+  st.torch.mode = st.mode == "training" ? Mode::training : Mode::inference;
+  st.torch.seed = st.opt.seed;
+  return run_fidelity(st.torch);
+#else
+  throw ModelError("--engine", "this lnverify was built without LibTorch (LNV_WITH_TORCH=OFF)");
+#endif
+}
+
 Action setup(CLI::App& sub) {
   struct State {
-    std::string model, mode = "inference", json;
+    std::string model, mode = "inference", json, engine = "exact";
     check::CheckOptions opt;
+    FidelityArgs torch;
   };
   auto st = std::make_shared<State>();
   sub.add_option("MODEL", st->model, "model.json to check")->required();
@@ -36,18 +51,22 @@ Action setup(CLI::App& sub) {
                  "forced folds tried per LN judged not foldable (default 64)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
+  sub.add_option("--engine", st->engine,
+                 "exact (default: MPFR proof on small graphs) or torch (LibTorch float32/"
+                 "float64 fidelity of the fold at real size; same as `lnverify fidelity`)")
+      ->check(CLI::IsMember({"exact", "torch"}));
+  sub.add_option("--torch-trials", st->torch.trials, "--engine torch: float32 random inputs");
+  sub.add_option("--torch-tol", st->torch.tol,
+                 "--engine torch: float64 relative difference allowed (default 1e-9)");
   return [st]() -> int {
+    if (st->engine == "torch") return run_torch(*st);
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_model(st->model);
     st->opt.mode = st->mode == "training" ? Mode::training : Mode::inference;
     st->opt.model_name = st->model;
     const report::CheckReport rep = check::check_model(g, st->opt);
     std::cout << report::to_text(rep);
-    if (!st->json.empty()) {
-      std::ofstream out(st->json);
-      if (!out) throw ModelError(st->json, "cannot write the JSON report");
-      out << nlohmann::json(rep).dump(2) << "\n";
-    }
+    if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
     switch (rep.outcome()) {
       case report::Outcome::holds: return kOk;
       case report::Outcome::fails: return kCheckFails;

@@ -7,12 +7,13 @@
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR), 2 bad options.
 #include <chrono>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <iomanip>
 #include <iostream>
 
 #include "checkers/campaign.h"
 #include "cli/command.h"
+#include "core/file_io.h"
 #include "core/error.h"
 #include "core/model_json.h"
 #include "generators/random_graph.h"
@@ -44,7 +45,7 @@ std::string write_failure(const Options& o, uint64_t case_seed, const check::Shr
               {"replay", "lnverify fuzz --seed " + std::to_string(case_seed) +
                              " --cases 1 --max-nodes " + std::to_string(o.max_nodes)}}}};
   save_model(g, stem + ".model.json");
-  std::ofstream txt(stem + ".txt");
+  std::ostringstream txt;
   txt << "case seed " << case_seed << " (replay: lnverify fuzz --seed " << case_seed
       << " --cases 1 --max-nodes " << o.max_nodes << ")\n"
       << "shrunk in " << s.steps << " steps (" << s.attempts << " candidates) to "
@@ -56,6 +57,7 @@ std::string write_failure(const Options& o, uint64_t case_seed, const check::Shr
         << report::to_text(r);
   }
   txt << "\n" << gen::describe(s.graph);
+  write_file_atomically(stem + ".txt", txt.str());
   return stem + ".model.json";
 }
 
