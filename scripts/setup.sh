@@ -31,10 +31,15 @@ if command -v update-alternatives >/dev/null; then
   if [ -n "$openblas" ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$openblas" >/dev/null
+    lapack=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu 2>/dev/null | grep -m1 openblas || true)
+    [ -z "$lapack" ] || $SUDO update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null
   fi
 fi
 
+# ccache: paths relative to the checkout and no cwd in the hash, so a fresh clone in
+# another folder (CI) reuses the objects of an earlier build on the same machine.
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DLNV_WITH_TORCH="${LNV_WITH_TORCH:-ON}"
 cmake --build build -j "${LNV_JOBS:-2}"
