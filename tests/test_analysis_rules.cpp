@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "core/analysis/fold_plan.h"
 #include "tests/eval_test_graphs.h"
@@ -231,6 +232,59 @@ TEST(AnalysisRules, ConcatOfOneValueWithItselfKeepsTheShiftConstant) {
   layer_norm(b, "ln", "same");
   const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
   EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+}
+
+// x -> fc -> d; ln_a = LN(d); cat = concat(d, part) along the features; ln_out = LN(cat)
+// with affine. `part` is built from d by the caller.
+GraphBuilder concat_of_parts(const std::function<void(GraphBuilder&)>& part) {
+  GraphBuilder b = linear_start();
+  b.node("d", Op::dropout, {"fc"}).p = 0.0;
+  layer_norm(b, "ln_a", "d");
+  b.param("g.w", {8, 8}).param("out.g", {16}).param("out.b", {16});
+  part(b);
+  Node& cat = b.node("cat", Op::concat, {"d", "part"});
+  cat.axis = -1;
+  Node& out = layer_norm(b, "ln_out", "cat");
+  out.weight = "out.g";
+  out.bias = "out.b";
+  return b;
+}
+
+TEST(AnalysisRules, ConcatOfPartsCarryingTheSameShiftKeepsItConstant) {
+  // part = d - g(ln_a(d)): ln_a absorbs fc's shift, so both parts carry the same shift.
+  GraphBuilder b = concat_of_parts([](GraphBuilder& b) {
+    b.node("g", Op::linear, {"ln_a"}).weight = "g.w";
+    b.node("part", Op::sub, {"d", "g"});
+  });
+  const FoldPlan plan = detect_foldable(b.build({"ln_out"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln_a");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+  EXPECT_TRUE(has_producer(v, "fc"));
+  // ln_out's own mean keeps g, whose shift lands on one part only.
+  const LnVerdict& out = verdict(plan, "ln_out");
+  EXPECT_FALSE(out.foldable[0]);
+  EXPECT_TRUE(mentions(out.reason[0], "g")) << out.reason[0];
+}
+
+TEST(AnalysisRules, ConcatOfPartsCarryingDifferentShiftsBreaks) {
+  // part = d - g(d): the second part's shift is δ - W δ, not fc's δ.
+  GraphBuilder b = concat_of_parts([](GraphBuilder& b) {
+    b.node("g", Op::linear, {"d"}).weight = "g.w";
+    b.node("part", Op::sub, {"d", "g"});
+  });
+  const LnVerdict v =
+      verdict(detect_foldable(b.build({"ln_out", "ln_a"}), Mode::inference), "ln_a");
+  EXPECT_FALSE(v.foldable[0]);
+  EXPECT_TRUE(mentions(v.reason[0], "ln_out")) << v.reason[0];
+  // part = g(ln_a(d)) - d carries -δ: the parts differ too.
+  GraphBuilder neg = concat_of_parts([](GraphBuilder& b) {
+    b.node("g", Op::linear, {"ln_a"}).weight = "g.w";
+    b.node("part", Op::sub, {"g", "d"});
+  });
+  const LnVerdict w =
+      verdict(detect_foldable(neg.build({"ln_out"}), Mode::inference), "ln_a");
+  EXPECT_FALSE(w.foldable[0]);
+  EXPECT_TRUE(mentions(w.reason[0], "ln_out")) << w.reason[0];
 }
 
 TEST(AnalysisRules, PerFeatureFactorBreaksPerTokenFactorKeeps) {

@@ -557,6 +557,38 @@ class Analyzer {
     if (r.kind != ValueRef::Kind::node || r.index != v) return false;
     return subset(norm_axes(m), u);
   }
+  // The slot by which p = add(v, z), add(z, v) or sub(v, z) (z not v, same shape as v)
+  // passes a deviation of v constant along u unchanged; -1 if it is not such a node.
+  int carrier_slot(int32_t p, int32_t v, Mask u) {
+    const Node& node = g_.nodes[p];
+    if ((node.op != Op::add && node.op != Op::sub) || zero_[p]) return -1;
+    if (!(out_shape(p) == out_shape(v))) return -1;
+    const auto& in = g_.node_inputs[p];
+    auto is_v = [&](int k) { return in[k].kind == ValueRef::Kind::node && in[k].index == v; };
+    for (int k = 0; k < 2; ++k) {
+      if (!is_v(k) || is_v(1 - k) || (node.op == Op::sub && k == 1)) continue;
+      const EdgeResult e = edge(p, k, u);
+      if (e.kind != EdgeResult::pass || e.dropped) return -1;
+      return k;
+    }
+    return -1;
+  }
+  // Whether c concatenates, along an axis of u, parts that are v or carriers of v (above),
+  // at least one a carrier: a deviation of v constant along u lands on every part alike.
+  bool same_shift_concat(int32_t c, int32_t v, Mask u) {
+    const Node& node = g_.nodes[c];
+    if (node.op != Op::concat) return false;
+    const int64_t ax = normalize_axis(node.axis, int64_t(out_shape(c).size()), node.name);
+    if ((u & bit(ax)) == 0 || out_shape(c).size() != out_shape(v).size()) return false;
+    bool carrier = false;
+    for (const ValueRef& x : g_.node_inputs[c]) {
+      if (x.kind != ValueRef::Kind::node) return false;
+      if (x.index == v) continue;
+      if (carrier_slot(x.index, v, u) < 0) return false;
+      carrier = true;
+    }
+    return carrier;
+  }
   // sub(v, m) or sub(m, v) with m = mean or max(v, B ⊆ u, keepdims): the deviation cancels.
   bool cancels_with_mean(int32_t c, int32_t v, Mask u) const {
     if (g_.nodes[c].op != Op::sub) return false;
@@ -1109,7 +1141,57 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
     return true;
   };
+  // Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
+  // a sum/difference with v in the + slot): the routes from v into their parts together
+  // put the same constant shift on every part, so they are followed as one route into
+  // the concat. The other operands of those sums, and the parts' other uses, keep their own
+  // routes (deviations are linear, so this only regroups routes).
+  std::vector<int32_t> bundles, followed;
+  auto has = [](const std::vector<int32_t>& xs, int32_t x) {
+    return std::find(xs.begin(), xs.end(), x) != xs.end();
+  };
+  auto consider = [&](int32_t c) {
+    if (!has(bundles, c) && same_shift_concat(c, v, u)) bundles.push_back(c);
+  };
   for (auto [c, k] : uses_[v]) {
+    if (g_.nodes[c].op == Op::concat) consider(c);
+    else if (carrier_slot(c, v, u) == k)
+      for (auto [c2, k2] : uses_[c])
+        if (g_.nodes[c2].op == Op::concat) consider(c2);
+  }
+  auto follow_bundle = [&](int32_t c) {
+    if (has(followed, c)) return;
+    followed.push_back(c);
+    if (live_[c]) ex.children.push_back({{c, canon_u(c, u)}, false});
+  };
+  for (auto [c, k] : uses_[v]) {
+    if (!bundles.empty()) {
+      if (has(bundles, c)) {
+        follow_bundle(c);
+        continue;
+      }
+      bool feeds_bundle = false;
+      if (carrier_slot(c, v, u) == k)
+        for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || has(bundles, c2);
+      if (feeds_bundle) {
+        if (!live_[c]) continue;
+        if (is_output_[c]) {
+          ex.immediate.ok = false;
+          ex.immediate.break_node = c;
+          ex.immediate.kind = BreakKind::output;
+          return ex;
+        }
+        const Mask up = canon_u(c, edge(c, k, u).u);
+        for (auto [c2, k2] : uses_[c]) {
+          if (has(bundles, c2)) {
+            follow_bundle(c2);
+            continue;
+          }
+          if (!follow(c2, k2, up)) return ex;
+        }
+        continue;
+      }
+    }
     if (is_mean_of(c, v, u) && live_[c]) {
       // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
       if (is_output_[c]) {
