@@ -200,6 +200,37 @@ const Shape& Graph::shape_of(const ValueRef& r) const {
   throw InternalError("bad ValueRef kind");
 }
 
+int64_t cbwc_attr_axis(Op op, const std::string& attr) {
+  switch (op) {
+    case Op::linear:
+    case Op::conv1d:
+    case Op::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
+    case Op::embedding: return attr == "weight" ? 1 : -1;
+    case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
+    case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
+    case Op::matmul:  // centers an operand, not an attribute: cbwc_matmul_operand
+    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
+    case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:
+    case Op::silu: case Op::exp: case Op::softmax: case Op::mean: case Op::max:
+    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::layer_norm: case Op::rms_norm: case Op::kCount: return -1;
+  }
+  return -1;
+}
+
+MatmulCentering cbwc_matmul_operand(const Graph& g, int32_t node) {
+  const Node& n = g.nodes[node];
+  const auto& in = g.node_inputs[node];
+  if (in[1].kind == ValueRef::Kind::param) {
+    const int64_t r = static_cast<int64_t>(g.shape_of(in[1]).size());
+    return {1, n.transpose_b ? r - 2 : r - 1};
+  }
+  if (in[0].kind == ValueRef::Kind::param)
+    return {0, static_cast<int64_t>(g.shape_of(in[0]).size()) - 2};
+  throw ModelError("node '" + n.name + "'/cbwc",
+                   "CBWC on a matmul needs a param operand to center, but both inputs are values");
+}
+
 std::vector<double> effective_values(const Param& p) {
   if (p.center_axes.empty()) return p.values;
   // Center over center_axes: subtract the mean of each fiber spanned by those axes.

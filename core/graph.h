@@ -144,6 +144,21 @@ class Graph {
 // ModelError naming the node and what was expected.
 Shape infer_shape(const Graph& g, const Node& node, const std::vector<Shape>& input_shapes);
 
+// CBWC (MODEL_FORMAT.md, `cbwc`): the axis of a param attribute's own shape that indexes
+// the producer's output features — axis 0 of a linear/conv weight and bias, of an rnn's
+// weight_ih/weight_hh/bias and of an attention's wo/bo; axis 1 of an embedding table —
+// or -1 for an attribute CBWC leaves alone. Does not look at `cbwc` itself.
+int64_t cbwc_attr_axis(Op op, const std::string& attr);
+
+// A matmul's CBWC centers its param operand: b (operand 1) over its last axis (the
+// second-last with transpose_b) when b is a param, else a (operand 0) over its
+// second-last axis. Throws ModelError when neither operand is a param.
+struct MatmulCentering {
+  int operand = -1;
+  int64_t axis = -1;
+};
+MatmulCentering cbwc_matmul_operand(const Graph& g, int32_t node);
+
 // Effective value of a param: its values, centered over `center_axes` when set.
 std::vector<double> effective_values(const Param& p);
 

@@ -40,34 +40,9 @@ Tensor<double> to_lnv(const at::Tensor& t) {
 
 std::string where_of(const Node& n) { return "node '" + n.name + "'"; }
 
-// The axis CBWC centers a param attribute over (MODEL_FORMAT.md, `cbwc`), or -1.
+// The axis CBWC centers a param attribute over (core/graph.h), or -1.
 int64_t cbwc_axis(const Node& n, const std::string& attr) {
-  if (!n.cbwc) return -1;
-  switch (n.op) {
-    case Op::linear:
-    case Op::conv1d:
-    case Op::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
-    case Op::embedding: return attr == "weight" ? 1 : -1;
-    case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
-    case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
-    default: return -1;  // matmul centers an operand, not an attribute
-  }
-}
-
-// A cbwc matmul centers its param operand: b over its last axis (second-last with
-// transpose_b) when b is a param, else a over its second-last axis.
-std::pair<int, int64_t> matmul_center(const Graph& g, int32_t i) {
-  const Node& n = g.nodes[i];
-  if (!n.cbwc) return {-1, -1};
-  const auto& in = g.node_inputs[i];
-  if (in[1].kind == ValueRef::Kind::param) {
-    const int64_t r = static_cast<int64_t>(g.shape_of(in[1]).size());
-    return {1, n.transpose_b ? r - 2 : r - 1};
-  }
-  if (in[0].kind == ValueRef::Kind::param)
-    return {0, static_cast<int64_t>(g.shape_of(in[0]).size()) - 2};
-  throw ModelError(where_of(n) + "/cbwc",
-                   "a cbwc matmul needs a param operand to center, but both inputs are values");
+  return n.cbwc ? cbwc_attr_axis(n.op, attr) : -1;
 }
 
 at::Tensor centered(const at::Tensor& t, at::IntArrayRef axes) {
@@ -367,7 +342,8 @@ struct Engine::Impl {
     switch (n.op) {
       case Op::linear: return linear(i, in(i, 0), read(i, "weight", n.weight), read(i, "bias", n.bias));
       case Op::matmul: {
-        const auto [operand, axis] = matmul_center(*g, i);
+        const auto [operand, axis] =
+            n.cbwc ? cbwc_matmul_operand(*g, i) : MatmulCentering{};
         at::Tensor a = in(i, 0), b = in(i, 1);
         if (operand == 0) a = centered_read(i, "inputs/0", g->node_inputs[i][0].index, axis);
         if (operand == 1) b = centered_read(i, "inputs/1", g->node_inputs[i][1].index, axis);

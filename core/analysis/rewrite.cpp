@@ -128,41 +128,15 @@ class Rewriter {
     auto add = [&](const std::string& slot, int64_t axis) {
       uses.push_back({Use{i, slot}, Centering{{axis}, false}});
     };
-    switch (n.op) {
-      case Op::linear:
-      case Op::conv1d:
-      case Op::conv2d:
-        add("weight", 0);
-        if (!n.bias.empty()) add("bias", 0);
-        break;
-      case Op::embedding:
-        add("weight", 1);
-        break;
-      case Op::rnn:
-        add("weight_ih", 0);
-        add("weight_hh", 0);
-        if (!n.bias.empty()) add("bias", 0);
-        break;
-      case Op::attention:
-        add("wo", 0);
-        if (!n.bo.empty()) add("bo", 0);
-        break;
-      case Op::matmul: {
-        const auto& in = g_.node_inputs[i];
-        if (in[1].kind == ValueRef::Kind::param) {
-          const int64_t r = int64_t(g_.shape_of(in[1]).size());
-          add("inputs/1", n.transpose_b ? r - 2 : r - 1);
-        } else if (in[0].kind == ValueRef::Kind::param) {
-          add("inputs/0", int64_t(g_.shape_of(in[0]).size()) - 2);
-        } else {
-          throw ModelError(n.name, "the fold plan centers matmul '" + n.name +
-                                       "', which has no param operand");
-        }
-        break;
-      }
-      default:
-        throw ModelError(n.name, "the fold plan centers '" + n.name + "' (" +
-                                     std::string(op_name(n.op)) + "), which is not a producer");
+    if (n.op == Op::matmul) {
+      const MatmulCentering mc = cbwc_matmul_operand(g_, i);
+      add("inputs/" + std::to_string(mc.operand), mc.axis);
+    } else if (is_weighted(n.op)) {
+      for (const auto& [attr, param] : n.param_attrs())
+        if (const int64_t axis = cbwc_attr_axis(n.op, attr); axis >= 0) add(attr, axis);
+    } else {
+      throw ModelError(n.name, "the fold plan centers '" + n.name + "' (" +
+                                   std::string(op_name(n.op)) + "), which is not a producer");
     }
     return uses;
   }

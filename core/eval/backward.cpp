@@ -261,7 +261,7 @@ class Backward {
 
   void matmul(int32_t i, const Tensor<T>& dy) {
     const Node& n = g_.nodes[i];
-    const detail::MatmulCenter mc = detail::matmul_center(g_, i);
+    const MatmulCentering mc = detail::matmul_center(g_, i);
     if (mc.operand < 0) {
       Tensor<T>* da = din(i, 0);
       Tensor<T>* db = din(i, 1);

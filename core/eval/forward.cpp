@@ -109,7 +109,7 @@ class Forward {
         return detail::linear_fwd(in(i, 0), *w, b.get());
       }
       case Op::matmul: {
-        const detail::MatmulCenter mc = detail::matmul_center(g_, i);
+        const MatmulCentering mc = detail::matmul_center(g_, i);
         if (mc.operand < 0) return detail::matmul_fwd(in(i, 0), in(i, 1), ys, n.transpose_b);
         const Tensor<T> c = detail::centered(in(i, mc.operand), Axes{mc.axis});
         return mc.operand == 0 ? detail::matmul_fwd(c, in(i, 1), ys, n.transpose_b)

@@ -130,48 +130,15 @@ int64_t to_index(const T& v) {
 
 // ---------------------------------------------------------------- cbwc
 
-// The axis CBWC centers a param attribute of a node over (MODEL_FORMAT.md), or -1 when
-// the attribute is read as stored (no cbwc, or an attribute CBWC leaves alone).
+// The axis CBWC centers a param attribute of a node over, or -1 when the attribute is read
+// as stored (no cbwc, or an attribute CBWC leaves alone).
 inline int64_t cbwc_axis(const Node& n, const std::string& attr) {
-  if (!n.cbwc) return -1;
-  switch (n.op) {
-    case Op::linear:
-    case Op::conv1d:
-    case Op::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
-    case Op::embedding: return attr == "weight" ? 1 : -1;
-    case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
-    case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
-    case Op::matmul:
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
-    case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:
-    case Op::silu: case Op::exp: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::kCount: return -1;
-  }
-  return -1;
+  return n.cbwc ? cbwc_attr_axis(n.op, attr) : -1;
 }
 
-// A cbwc matmul centers its param operand: b (input 1) over its last axis (second-last
-// with transpose_b) when b is a param, else a (input 0) over its second-last axis.
-struct MatmulCenter {
-  int operand = -1;  // -1: nothing centered
-  int64_t axis = -1;
-};
-
-inline MatmulCenter matmul_center(const Graph& g, int32_t node) {
-  const Node& n = g.nodes[node];
-  if (!n.cbwc) return {};
-  const auto& in = g.node_inputs[node];
-  if (in[1].kind == ValueRef::Kind::param) {
-    const int64_t r = static_cast<int64_t>(g.shape_of(in[1]).size());
-    return {1, n.transpose_b ? r - 2 : r - 1};
-  }
-  if (in[0].kind == ValueRef::Kind::param) {
-    const int64_t r = static_cast<int64_t>(g.shape_of(in[0]).size());
-    return {0, r - 2};
-  }
-  throw ModelError("node '" + n.name + "'/cbwc",
-                   "a cbwc matmul needs a param operand to center, but both inputs are values");
+// The operand a cbwc matmul centers ({-1, -1} without cbwc).
+inline MatmulCentering matmul_center(const Graph& g, int32_t node) {
+  return g.nodes[node].cbwc ? cbwc_matmul_operand(g, node) : MatmulCentering{};
 }
 
 // ---------------------------------------------------------------- linear
