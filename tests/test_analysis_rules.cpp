@@ -304,6 +304,27 @@ TEST(AnalysisRules, PerFeatureFactorBreaksPerTokenFactorKeeps) {
   EXPECT_TRUE(v2.foldable[0]) << v2.reason[0];
 }
 
+// mean_T(center_F(x·γ)) = γ·mean_T(x) - mean_F(γ·mean_T(x)): the two parts average the
+// same atom over the tokens but only the second then averages over the features, so they
+// do not cancel (tests/regressions/center_then_norm_over_other_axis).
+TEST(AnalysisRules, CenterOverFeaturesDoesNotZeroTheMeanOverTokensOfAProduct) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 8}).param("gamma", {8});
+  b.node("m", Op::mul, {"x", "gamma"});
+  b.node("c", Op::center, {"m"}).axes = {-1};
+  layer_norm(b, "ln_tokens", "c", {1});
+  layer_norm(b, "ln_features", "c", {-1});
+  layer_norm(b, "ln_both", "c", {1, 2});
+  const FoldPlan plan = detect_foldable(b.build({"ln_tokens", "ln_features", "ln_both"}),
+                                        Mode::inference);
+  const LnVerdict& tokens = verdict(plan, "ln_tokens");
+  EXPECT_FALSE(tokens.foldable[0]);
+  EXPECT_FALSE(tokens.foldable[1]);
+  EXPECT_TRUE(mentions(tokens.reason[0], "x")) << tokens.reason[0];
+  EXPECT_TRUE(verdict(plan, "ln_features").foldable[0]);
+  EXPECT_TRUE(verdict(plan, "ln_both").foldable[0]);
+}
+
 TEST(AnalysisRules, GateComputedFromAShiftedValueBreaks) {
   GraphBuilder b = linear_start();
   b.param("fo.w", {8, 8});

@@ -861,11 +861,19 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       const Mask va = ~analysis::broadcast_const_axes(in_shape(n, 0), R);
       const Mask vb = ~analysis::broadcast_const_axes(in_shape(n, 1), R);
       // mean_A(a·b) = mean_{A∩Vb}(b · mean_{A∖Vb}(a)): linear in a's mean over the axes
-      // along which b is constant.
+      // along which b is constant. The outer mean over A∩Vb is part of the transport: the
+      // tag keeps it, so mean_{A}(a·b) and mean_{A'}(a·b) cancel only when A∩Vb = A'∩Vb
+      // (center over axes of Vb outside A: mean_A(a·b) - mean_{A∪B}(a·b) is not zero).
+      auto outer_tag = [&](int k, Mask outer) {
+        if (outer == 0) return tag_of(k);
+        uint64_t z = uint64_t(outer) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+        return tag_of(k) ^ (z ^ (z >> 29));
+      };
       if ((a & vb) == 0 || (a & ~vb) != 0) {
-        r.parts.push_back({0, operand_mask(0, a & ~vb), 1.0, tag_of(0), -1});
+        r.parts.push_back({0, operand_mask(0, a & ~vb), 1.0, outer_tag(0, a & vb), -1});
       } else if (node.op == Op::mul && (a & ~va) != 0) {
-        r.parts.push_back({1, operand_mask(1, a & ~va), 1.0, tag_of(1), -1});
+        r.parts.push_back({1, operand_mask(1, a & ~va), 1.0, outer_tag(1, a & va), -1});
       } else {
         const int32_t issue = add_issue({IssueKind::per_feature_factor, n, -1, 0, a});
         if (node.op == Op::mul && input_is_param(n, 0) && !input_is_param(n, 1))
