@@ -543,6 +543,17 @@ class Analyzer {
     return e;
   }
   Form param_term_leaf(int32_t n, int k, Mask mask);
+  // The leaf of a param use registered as term `ref`, averaged over `mask`.
+  Form term_leaf(int32_t atom, Mask mask, int32_t ref) {
+    Entry e;
+    e.atom = atom;
+    e.mask = mask;
+    e.coeff = 1.0;
+    e.status = EntryStatus::term;
+    e.ref = ref;
+    e.safe = term_safe_now(ref);
+    return pool_.leaf(e);
+  }
   Form norm_bias_leaf(int32_t n, Mask a);
   int32_t producer_term(int32_t n, Mask feature);
 
@@ -711,14 +722,7 @@ Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
     terms_[it->second].safety = injected_safety(n, k, mask | analysis::size1_mask(ps));
     terms_[it->second].pending = false;
   }
-  Entry e;
-  e.atom = atom_of_param_use(n, k);
-  e.mask = mask;
-  e.coeff = 1.0;
-  e.status = EntryStatus::term;
-  e.ref = it->second;
-  e.safe = term_safe_now(it->second);
-  return pool_.leaf(e);
+  return term_leaf(atom_of_param_use(n, k), mask, it->second);
 }
 
 // The bias of a norm without weight, over the norm's axes `b` (output coordinates); the
@@ -755,14 +759,7 @@ Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
     terms_[it->second].safety = injected_safety(n, -1, terms_[it->second].use_mask);
     terms_[it->second].pending = false;
   }
-  Entry e;
-  e.atom = atom_of_param_use(n, -1);
-  e.mask = bias_mask;
-  e.coeff = 1.0;
-  e.status = EntryStatus::term;
-  e.ref = it->second;
-  e.safe = term_safe_now(it->second);
-  return pool_.leaf(e);
+  return term_leaf(atom_of_param_use(n, -1), bias_mask, it->second);
 }
 
 Rule Analyzer::mean_rule(int32_t n, Mask a) {
