@@ -153,6 +153,57 @@ TEST(NormKernels, LayerNormDoubleSurvivesLargeMean) {
   check_against_naive<double>(Norm::layer, 1e4);
 }
 
+// Inputs large enough (>= 8 MiB) for the kernels to prefetch the next block of rows
+// during each write pass, with a short last block and, for 1003, a scalar tail; checked
+// like the small cases (rows spread over the whole tensor, so a block written from a
+// wrong prefetch-related address would show). The rule itself is asserted first, so a
+// change of thresholds cannot silently leave the path untested.
+template <class T>
+void check_prefetching_shape(Norm kind, int64_t rows, int64_t cols, uint64_t seed) {
+  ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, sizeof(T))) << rows << "x" << cols;
+  const auto x = random_vector<T>(rows * cols, seed, 0.5, 2.0);
+  const auto w = random_vector<T>(cols, seed + 1, 1.0, 0.5);
+  const auto b = random_vector<T>(cols, seed + 2, 0.0, 0.5);
+  std::vector<T> y(x.size(), T(-7));
+  run_kernel<T>(kind, x, w.data(), b.data(), y, rows, cols, T(1e-5));
+  expect_close(y, naive_norm(kind, x, w.data(), b.data(), rows, cols, 1e-5), tolerance<T>(),
+               std::string(kind == Norm::rms ? "rms_norm" : "layer_norm") + " prefetching " +
+                   std::to_string(rows) + "x" + std::to_string(cols));
+}
+
+TEST(NormKernels, PrefetchRuleTakesOnlyLargeShortRowInputs) {
+  EXPECT_FALSE(kernels::prefetches_next_block(512, 768, 4));    // 1.5 MiB: in cache
+  EXPECT_TRUE(kernels::prefetches_next_block(4096, 768, 4));    // 12 MiB
+  EXPECT_FALSE(kernels::prefetches_next_block(2048, 4096, 4));  // 64 KiB blocks
+  EXPECT_FALSE(kernels::prefetches_next_block(4096, 768, 8));   // 24 KiB blocks
+}
+
+TEST(NormKernels, PrefetchingFloatMatchesNaive) {
+  for (Norm kind : {Norm::rms, Norm::layer}) {
+    check_prefetching_shape<float>(kind, 2819, 768, 40);
+    check_prefetching_shape<float>(kind, 2101, 1003, 50);
+  }
+}
+
+TEST(NormKernels, PrefetchingDoubleMatchesNaive) {
+  for (Norm kind : {Norm::rms, Norm::layer}) check_prefetching_shape<double>(kind, 2051, 512, 60);
+}
+
+TEST(NormKernels, PrefetchingAddRmsNormMatchesAddThenRmsNorm) {
+  const int64_t rows = 2819, cols = 768;
+  ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, sizeof(float)));
+  const auto x = random_vector<float>(rows * cols, 70, 0.0, 1.0);
+  const auto res = random_vector<float>(rows * cols, 71, 0.5, 2.0);
+  const auto w = random_vector<float>(cols, 72, 1.0, 0.5);
+  const auto b = random_vector<float>(cols, 73, 0.0, 0.5);
+  std::vector<float> sum(x.size(), -7.0f), y(x.size(), -7.0f);
+  kernels::add_rms_norm(x.data(), res.data(), w.data(), b.data(), sum.data(), y.data(), rows,
+                        cols, 1e-5f);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(sum[i], x[i] + res[i]) << i;
+  expect_close(y, naive_norm(Norm::rms, sum, w.data(), b.data(), rows, cols, 1e-5),
+               tolerance<float>(), "add_rms_norm prefetching");
+}
+
 TEST(NormKernels, AddRmsNormMatchesAddThenRmsNorm) {
   uint64_t seed = 100;
   for (const Case& c : cases()) {

@@ -12,6 +12,13 @@
 // the data is in cache. Inner loops use GCC vector extensions on 32-byte vectors (AVX2
 // with the flags that torch/CMakeLists.txt sets on this file); blocks of rows run in
 // parallel with OpenMP.
+//
+// A block's reduction pass reads only and its write pass mostly writes, so without help
+// the reads of block b+1 start only when block b is written and the memory sits idle
+// in between; a copy reads and writes all the time. For tensors that come from memory
+// (not the caches) and short rows, the write pass therefore prefetches the next block's
+// input rows (prefetches_next_block() says when; the measurements that chose the rule
+// are in docs/kernels.md).
 #include "torch/kernels/norm_kernels.h"
 
 #include <algorithm>
@@ -42,6 +49,15 @@ constexpr int kBlock = 4;
 
 // Below this many elements a call runs on one thread: waking the team costs more.
 constexpr int64_t kMinParallelElements = 1 << 15;
+
+// Prefetch the next block only for inputs of at least this many bytes (smaller ones stay
+// in the L2/L3 caches, where the hardware prefetchers keep up and the extra prefetch
+// instructions only cost load slots: measured 8-10 points of copy bandwidth at 512x768)
+// and only while a block is at most kPrefetchMaxBlockBytes (so it and the next block fit
+// in a 32 KiB L1 together; long rows are long sequential streams that the hardware
+// prefetchers follow on their own: measured 5-10 points lost at 2048x4096).
+constexpr int64_t kPrefetchMinBytes = int64_t(8) << 20;
+constexpr int64_t kPrefetchMaxBlockBytes = int64_t(16) << 10;
 
 template <class T>
 inline Vec<T> load(const T* p) {
@@ -171,16 +187,38 @@ void add_and_sum_squares(Rows<const float> x, Rows<const float> res, Rows<float>
   }
 }
 
+// The next block's input rows to prefetch during a write pass: up to two tensors (x, and
+// the residual of add_rms_norm), each a contiguous run of the block's bytes; null = none.
+struct Prefetch {
+  const char* a = nullptr;
+  const char* b = nullptr;
+};
+
+// Each vector step of a write pass covers 32 bytes of each of the block's R rows, so
+// prefetching R * 32 bytes of the next block per step (R / 2 lines, for R even) fetches
+// a block of the same shape in the same number of steps. Locality 1 (prefetcht1): on
+// Zen 3 as good as or better than prefetcht0 in our runs.
+template <int R>
+inline void prefetch_step(Prefetch pf, int64_t step) {
+  static_assert(R % 2 == 0, "a step prefetches whole 64-byte lines");
+  const int64_t at = step * R * 32;
+  for (int q = 0; q < R * 32; q += 64) {
+    __builtin_prefetch(pf.a + at + q, 0, 1);
+    if (pf.b) __builtin_prefetch(pf.b + at + q, 0, 1);
+  }
+}
+
 // y[r] = (x[r] - shift[r]) * scale[r] [* w] [+ b]; each variant is its own instantiation
 // so the inner loop carries no branch.
-template <int R, bool kWeight, bool kBias, bool kShift, class T>
+template <int R, bool kWeight, bool kBias, bool kShift, bool kPrefetch, class T>
 void write_rows(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
-                Rows<T> y, int64_t n) {
+                Rows<T> y, int64_t n, Prefetch pf) {
   constexpr int64_t W = kLanes<T>;
   Vec<T> c[R], k[R];
   for (int r = 0; r < R; ++r) c[r] = splat(kShift ? shift[r] : T(0)), k[r] = splat(scale[r]);
   int64_t j = 0;
-  for (; j + W <= n; j += W) {
+  for (int64_t step = 0; j + W <= n; j += W, ++step) {
+    if constexpr (kPrefetch) prefetch_step<R>(pf, step);
     Vec<T> wv{}, bv{};
     if constexpr (kWeight) wv = load(w + j);
     if constexpr (kBias) bv = load(b + j);
@@ -204,13 +242,34 @@ void write_rows(Rows<const T> x, const T* shift, const T* scale, const T* w, con
     }
 }
 
-template <int R, bool kShift, class T>
+template <int R, bool kShift, bool kPrefetch, class T>
 void write_rows_affine(Rows<const T> x, const T* shift, const T* scale, const T* w,
-                       const T* b, Rows<T> y, int64_t n) {
-  if (w && b) return write_rows<R, true, true, kShift>(x, shift, scale, w, b, y, n);
-  if (w) return write_rows<R, true, false, kShift>(x, shift, scale, w, b, y, n);
-  if (b) return write_rows<R, false, true, kShift>(x, shift, scale, w, b, y, n);
-  write_rows<R, false, false, kShift>(x, shift, scale, w, b, y, n);
+                       const T* b, Rows<T> y, int64_t n, Prefetch pf) {
+  if (w && b) return write_rows<R, true, true, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
+  if (w) return write_rows<R, true, false, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
+  if (b) return write_rows<R, false, true, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
+  write_rows<R, false, false, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
+}
+
+// The write pass, prefetching when pf.a is set (only full blocks prefetch: R = kBlock).
+template <int R, bool kShift, class T>
+void write_block(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
+                 Rows<T> y, int64_t n, Prefetch pf) {
+  if constexpr (R % 2 == 0)
+    if (pf.a) return write_rows_affine<R, kShift, true>(x, shift, scale, w, b, y, n, pf);
+  write_rows_affine<R, kShift, false>(x, shift, scale, w, b, y, n, pf);
+}
+
+// What to prefetch while writing the block of rows starting at `first`: the same rows of
+// each given input, kBlock rows further on, when the call prefetches and that next block
+// is a full one (inside the tensors).
+template <int R, class T>
+Prefetch next_block(bool enabled, int64_t first, int64_t rows, int64_t cols, const T* x,
+                    const T* x2 = nullptr) {
+  if (!enabled || R != kBlock || first + 2 * kBlock > rows) return {};
+  const int64_t at = (first + kBlock) * cols;
+  return {reinterpret_cast<const char*>(x + at),
+          x2 ? reinterpret_cast<const char*>(x2 + at) : nullptr};
 }
 
 template <class T>
@@ -221,14 +280,16 @@ T inverse_rms(T sum_sq, int64_t n, T eps) {
 template <class T>
 void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int64_t cols,
                    T eps) {
+  const bool pf = prefetches_next_block(rows, cols, sizeof(T));
   for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const Rows<const T> xr{x + first * cols, cols};
       T scale[R];
       sum_squares<R, false>(xr, static_cast<const T*>(nullptr), cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      write_rows_affine<R, false>(xr, static_cast<const T*>(nullptr), scale, w, b,
-                                  Rows<T>{out + first * cols, cols}, cols);
+      write_block<R, false>(xr, static_cast<const T*>(nullptr), scale, w, b,
+                            Rows<T>{out + first * cols, cols}, cols,
+                            next_block<R>(pf, first, rows, cols, x));
     });
   });
 }
@@ -238,6 +299,7 @@ void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int
 template <class T>
 void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
                      int64_t cols, T eps) {
+  const bool pf = prefetches_next_block(rows, cols, sizeof(T));
   for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const Rows<const T> xr{x + first * cols, cols};
@@ -246,13 +308,18 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
       for (int r = 0; r < R; ++r) mean[r] /= T(cols);
       sum_squares<R, true>(xr, mean, cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      write_rows_affine<R, true>(xr, mean, scale, w, b, Rows<T>{out + first * cols, cols},
-                                 cols);
+      write_block<R, true>(xr, mean, scale, w, b, Rows<T>{out + first * cols, cols}, cols,
+                           next_block<R>(pf, first, rows, cols, x));
     });
   });
 }
 
 }  // namespace
+
+bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes) {
+  return rows >= 2 * kBlock && rows * cols * elem_bytes >= kPrefetchMinBytes &&
+         kBlock * cols * elem_bytes <= kPrefetchMaxBlockBytes;
+}
 
 void rms_norm(const float* x, const float* weight, const float* bias, float* out,
               int64_t rows, int64_t cols, float eps) {
@@ -277,6 +344,9 @@ void layer_norm(const double* x, const double* weight, const double* bias, doubl
 void add_rms_norm(const float* x, const float* residual, const float* weight,
                   const float* bias, float* sum_out, float* out, int64_t rows,
                   int64_t cols, float eps) {
+  // The write pass reads the block's sums from the cache; it prefetches the next block's
+  // x and residual, which come from memory.
+  const bool pf = prefetches_next_block(rows, cols, sizeof(float));
   for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const int64_t at = first * cols;
@@ -284,9 +354,10 @@ void add_rms_norm(const float* x, const float* residual, const float* weight,
       float scale[R];
       add_and_sum_squares<R>({x + at, cols}, {residual + at, cols}, sum, cols, scale);
       for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      write_rows_affine<R, false>(Rows<const float>{sum_out + at, cols},
-                                  static_cast<const float*>(nullptr), scale, weight, bias,
-                                  Rows<float>{out + at, cols}, cols);
+      write_block<R, false>(Rows<const float>{sum_out + at, cols},
+                            static_cast<const float*>(nullptr), scale, weight, bias,
+                            Rows<float>{out + at, cols}, cols,
+                            next_block<R>(pf, first, rows, cols, x, residual));
     });
   });
 }

@@ -25,6 +25,12 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* o
 // The bandwidth yardstick: out = x, with the same threading as the norms.
 void copy_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
+// Whether a call over `rows` x `cols` elements of `elem_bytes` bytes each prefetches the
+// next block of rows during each write pass: for input tensors too large to stay in the
+// caches (>= 8 MiB each) whose blocks of rows are short (<= 16 KiB). Exposed so that
+// tests can cover both paths.
+bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes);
+
 // double versions, for exactness checks against the reference evaluator.
 void rms_norm(const double* x, const double* weight, const double* bias, double* out,
               int64_t rows, int64_t cols, double eps);
