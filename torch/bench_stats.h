@@ -11,17 +11,33 @@ namespace lnv::torch {
 struct Timing {
   std::vector<double> samples;  // seconds per call, one per repeat, in run order
   double median = 0, min = 0, max = 0;
-  // (max - min) / median: how far apart the repeats landed.
+  double q1 = 0, q3 = 0;  // first and third quartiles
+  // (max - min) / median: how far apart the repeats landed (one preempted or disturbed
+  // sample sets it).
   double spread() const { return median > 0 ? (max - min) / median : 0; }
+  // (q3 - q1) / median: the spread of the middle half of the repeats, which a few
+  // disturbed samples do not move.
+  double iqr() const { return median > 0 ? (q3 - q1) / median : 0; }
 };
+
+// The p-quantile (0 <= p <= 1) of sorted values, interpolating linearly between the two
+// nearest ranks (numpy's default): the median is quantile(v, 0.5).
+inline double quantile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double at = p * double(sorted.size() - 1);
+  const size_t lo = size_t(at);
+  if (lo + 1 >= sorted.size()) return sorted.back();
+  return sorted[lo] + (at - double(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
 
 inline Timing summarize(std::vector<double> samples) {
   Timing t;
   t.samples = samples;
   if (samples.empty()) return t;
   std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  t.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.median = quantile(samples, 0.5);
+  t.q1 = quantile(samples, 0.25);
+  t.q3 = quantile(samples, 0.75);
   t.min = samples.front();
   t.max = samples.back();
   return t;

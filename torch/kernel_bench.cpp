@@ -67,17 +67,26 @@ double time_per_call(const Kernel& k, int64_t calls, Clock clock) {
   return (now_seconds(clock) - start) / double(calls);
 }
 
+// Calls per sample: after a warm-up call, the batch doubles until it lasts an eighth of
+// sample_seconds (so the clock's resolution and one disturbed call do not decide), then
+// is scaled to last about sample_seconds.
+int64_t calls_per_sample(const Kernel& k, const KernelBenchOptions& opt) {
+  time_per_call(k, 1, opt.clock);
+  int64_t n = 1;
+  double t = time_per_call(k, n, opt.clock);
+  while (t * double(n) < opt.sample_seconds / 8 && n < (int64_t(1) << 24)) {
+    n *= 2;
+    t = time_per_call(k, n, opt.clock);
+  }
+  return std::max<int64_t>(1, int64_t(opt.sample_seconds / std::max(t, 1e-12)));
+}
+
 KernelShapeResult bench_shape(KernelShape s, const KernelBenchOptions& opt) {
   Buffers buffers(s);
   const std::vector<Kernel> ks = kernels_for(s, buffers);
 
-  // Calibrate: after a warm-up call, enough calls per sample to last sample_seconds.
   std::vector<int64_t> calls(ks.size());
-  for (size_t k = 0; k < ks.size(); ++k) {
-    time_per_call(ks[k], 1, opt.clock);
-    const double t = time_per_call(ks[k], 3, opt.clock);
-    calls[k] = std::max<int64_t>(1, int64_t(opt.sample_seconds / std::max(t, 1e-9)));
-  }
+  for (size_t k = 0; k < ks.size(); ++k) calls[k] = calls_per_sample(ks[k], opt);
 
   std::vector<std::vector<double>> samples(ks.size());
   for (int rep = 0; rep < opt.repeats; ++rep)
@@ -103,9 +112,21 @@ KernelShapeResult bench_shape(KernelShape s, const KernelBenchOptions& opt) {
   };
   const double copy = find("copy").gb_per_s;
   for (KernelResult& kr : res.kernels) kr.share_of_copy = kr.gb_per_s / copy;
-  const double rms = find("our rms_norm").seconds.median;
-  res.rms_over_our_ln = find("our layer_norm").seconds.median / rms;
-  res.rms_over_aten_ln = find("at::layer_norm").seconds.median / rms;
+  const KernelResult &rms = find("our rms_norm"), &our_ln = find("our layer_norm"),
+                     &aten_ln = find("at::layer_norm"), &cp = find("copy");
+  res.rms_over_our_ln = our_ln.seconds.median / rms.seconds.median;
+  res.rms_over_aten_ln = aten_ln.seconds.median / rms.seconds.median;
+
+  std::vector<double> over_ln, over_aten, share;
+  for (size_t i = 0; i < rms.seconds.samples.size(); ++i) {
+    const double t = rms.seconds.samples[i];
+    over_ln.push_back(our_ln.seconds.samples[i] / t);
+    over_aten.push_back(aten_ln.seconds.samples[i] / t);
+    share.push_back(rms.bytes_per_call / t / (cp.bytes_per_call / cp.seconds.samples[i]));
+  }
+  res.rms_over_our_ln_rounds = summarize(over_ln);
+  res.rms_over_aten_ln_rounds = summarize(over_aten);
+  res.rms_share_of_copy_rounds = summarize(share);
   return res;
 }
 
@@ -140,34 +161,54 @@ std::string format_kernel_table(const std::vector<KernelShapeResult>& results) {
                   (long long)r.shape.rows, (long long)r.shape.cols,
                   double(r.shape.rows * r.shape.cols) * sizeof(float) / (1 << 20));
     os << line;
-    std::snprintf(line, sizeof line, "  %-20s %10s %8s %9s %7s %8s\n", "kernel",
-                  "median us", "spread", "best us", "GB/s", "% copy");
+    std::snprintf(line, sizeof line, "  %-20s %10s %6s %7s %9s %7s %8s\n", "kernel",
+                  "median us", "IQR", "range", "best us", "GB/s", "% copy");
     os << line;
     for (const KernelResult& k : r.kernels) {
-      std::snprintf(line, sizeof line, "  %-20s %10.1f %7.0f%% %9.1f %7.1f %7.0f%%\n",
-                    k.name.c_str(), k.seconds.median * 1e6, 100 * k.seconds.spread(),
-                    k.seconds.min * 1e6, k.gb_per_s, 100 * k.share_of_copy);
+      std::snprintf(line, sizeof line, "  %-20s %10.1f %5.0f%% %6.0f%% %9.1f %7.1f %7.0f%%\n",
+                    k.name.c_str(), k.seconds.median * 1e6, 100 * k.seconds.iqr(),
+                    100 * k.seconds.spread(), k.seconds.min * 1e6, k.gb_per_s,
+                    100 * k.share_of_copy);
       os << line;
     }
     std::snprintf(line, sizeof line,
                   "  speedup of our rms_norm: %.2fx over our layer_norm, %.2fx over "
-                  "at::layer_norm\n\n",
+                  "at::layer_norm\n",
                   r.rms_over_our_ln, r.rms_over_aten_ln);
+    os << line;
+    const Timing &a = r.rms_over_our_ln_rounds, &b = r.rms_over_aten_ln_rounds,
+                 &c = r.rms_share_of_copy_rounds;
+    std::snprintf(line, sizeof line,
+                  "  per round, median [q1-q3]: rms/our LN %.2fx [%.2f-%.2f], rms/at::LN "
+                  "%.2fx [%.2f-%.2f], rms %.0f%% [%.0f-%.0f%%] of copy\n\n",
+                  a.median, a.q1, a.q3, b.median, b.q1, b.q3, 100 * c.median, 100 * c.q1,
+                  100 * c.q3);
     os << line;
   }
   return os.str();
 }
 
 void to_json(nlohmann::json& j, const KernelShapeResult& r) {
+  auto rounds = [](const Timing& t) {
+    return nlohmann::json{{"median", t.median}, {"q1", t.q1}, {"q3", t.q3},
+                          {"min", t.min},       {"max", t.max}, {"samples", t.samples}};
+  };
   j = {{"rows", r.shape.rows},
        {"cols", r.shape.cols},
        {"rms_over_our_layer_norm", r.rms_over_our_ln},
        {"rms_over_aten_layer_norm", r.rms_over_aten_ln},
+       {"rms_over_our_layer_norm_rounds", rounds(r.rms_over_our_ln_rounds)},
+       {"rms_over_aten_layer_norm_rounds", rounds(r.rms_over_aten_ln_rounds)},
+       {"rms_share_of_copy_rounds", rounds(r.rms_share_of_copy_rounds)},
        {"kernels", nlohmann::json::array()}};
   for (const KernelResult& k : r.kernels)
     j["kernels"].push_back({{"name", k.name},
                             {"bytes_per_call", k.bytes_per_call},
                             {"median_s", k.seconds.median},
+                            {"q1_s", k.seconds.q1},
+                            {"q3_s", k.seconds.q3},
+                            {"iqr_rel", k.seconds.iqr()},
+                            {"range_rel", k.seconds.spread()},
                             {"min_s", k.seconds.min},
                             {"max_s", k.seconds.max},
                             {"samples_s", k.seconds.samples},

@@ -26,7 +26,7 @@ struct KernelShape {
 std::vector<KernelShape> default_kernel_shapes();
 
 struct KernelBenchOptions {
-  int repeats = 15;             // samples per kernel and shape
+  int repeats = 21;             // samples (rounds) per kernel and shape
   double sample_seconds = 0.02; // each sample loops a kernel for about this long
   Clock clock = Clock::wall;
 };
@@ -44,6 +44,11 @@ struct KernelShapeResult {
   std::vector<KernelResult> kernels;  // in kernel_names() order
   double rms_over_our_ln = 0;   // our LayerNorm time / our RMSNorm time (speedup)
   double rms_over_aten_ln = 0;  // at::layer_norm time / our RMSNorm time
+  // The same two speedups and our RMSNorm's share of the copy's bandwidth, taken within
+  // each round of samples (the kernels of a round run back to back, so a slow phase of a
+  // shared machine hits both sides of the ratio) and summarized over the rounds
+  // (`samples` holds one ratio per round; median, quartiles as for times).
+  Timing rms_over_our_ln_rounds, rms_over_aten_ln_rounds, rms_share_of_copy_rounds;
 };
 
 // "at::layer_norm", "our layer_norm", "our rms_norm", "our add+rms_norm", "copy".
@@ -55,7 +60,9 @@ std::vector<KernelShapeResult> bench_norm_kernels(const std::vector<KernelShape>
                                                   const KernelBenchOptions& opt);
 
 // The table as printed by `lnverify bench`: per shape, one line per kernel (median time
-// per call, spread, GB/s, % of copy), then the two ratios.
+// per call, interquartile range and full range of the samples relative to the median,
+// best time, GB/s, % of copy), then the two speedups of our RMSNorm (ratio of the
+// medians) and the per-round ratios (median and quartiles).
 std::string format_kernel_table(const std::vector<KernelShapeResult>& results);
 
 void to_json(nlohmann::json& j, const KernelShapeResult& r);

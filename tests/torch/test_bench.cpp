@@ -34,6 +34,25 @@ TEST(Bench, SummarizeGivesMedianAndRange) {
   EXPECT_EQ(t.samples.front(), 5);  // run order kept
 }
 
+TEST(Bench, SummarizeGivesQuartilesAndInterquartileRange) {
+  const Timing t = summarize({5, 1, 4, 2, 3});
+  EXPECT_EQ(t.q1, 2);
+  EXPECT_EQ(t.q3, 4);
+  EXPECT_DOUBLE_EQ(t.iqr(), 2.0 / 3.0);
+  // Between ranks: linear interpolation (numpy's default).
+  const Timing u = summarize({10, 1, 4, 2});
+  EXPECT_DOUBLE_EQ(u.q1, 1.75);
+  EXPECT_DOUBLE_EQ(u.q3, 5.5);
+  EXPECT_DOUBLE_EQ(u.median, 3);
+  // One wild sample moves the range, not the interquartile range.
+  const Timing v = summarize({1, 1, 1, 1, 100});
+  EXPECT_EQ(v.iqr(), 0);
+  EXPECT_EQ(v.spread(), 99);
+  const Timing one = summarize({7});
+  EXPECT_EQ(one.q1, 7);
+  EXPECT_EQ(one.q3, 7);
+}
+
 TEST(Bench, TokensAreTheTokenIds) {
   EXPECT_EQ(tokens_per_forward(tiny_gpt2()), 15);
 }
@@ -91,6 +110,13 @@ TEST(Bench, KernelTableHasEveryKernelAndConsistentRatios) {
   opt.sample_seconds = 0.001;
   const auto table = bench_norm_kernels({{8, 64}, {5, 13}}, opt);
   ASSERT_EQ(table.size(), 2u);
+  const std::string text = format_kernel_table(table);
+  EXPECT_NE(text.find("IQR"), std::string::npos);
+  EXPECT_NE(text.find("per round"), std::string::npos);
+  nlohmann::json j = table[0];
+  EXPECT_TRUE(j.contains("rms_over_our_layer_norm_rounds"));
+  EXPECT_EQ(j["kernels"][0]["samples_s"].size(), 3u);
+  EXPECT_TRUE(j["kernels"][0].contains("iqr_rel"));
   for (const KernelShapeResult& r : table) {
     ASSERT_EQ(r.kernels.size(), kernel_names().size());
     double copy_gbps = 0, rms = 0, our_ln = 0;
@@ -108,6 +134,28 @@ TEST(Bench, KernelTableHasEveryKernelAndConsistentRatios) {
     for (const KernelResult& kr : r.kernels)
       EXPECT_NEAR(kr.share_of_copy, kr.gb_per_s / copy_gbps, 1e-12);
     EXPECT_NEAR(r.rms_over_our_ln, our_ln / rms, 1e-12);
+    // Per-round ratios: the kernels' samples of the same round, divided.
+    const KernelResult* by_name[3] = {};
+    for (const KernelResult& kr : r.kernels) {
+      if (kr.name == "our rms_norm") by_name[0] = &kr;
+      if (kr.name == "our layer_norm") by_name[1] = &kr;
+      if (kr.name == "copy") by_name[2] = &kr;
+    }
+    ASSERT_TRUE(by_name[0] && by_name[1] && by_name[2]);
+    ASSERT_EQ(r.rms_over_our_ln_rounds.samples.size(), 3u);
+    ASSERT_EQ(r.rms_over_aten_ln_rounds.samples.size(), 3u);
+    ASSERT_EQ(r.rms_share_of_copy_rounds.samples.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      const double t_rms = by_name[0]->seconds.samples[i];
+      EXPECT_NEAR(r.rms_over_our_ln_rounds.samples[i],
+                  by_name[1]->seconds.samples[i] / t_rms, 1e-12);
+      EXPECT_NEAR(r.rms_share_of_copy_rounds.samples[i],
+                  (by_name[0]->bytes_per_call / t_rms) /
+                      (by_name[2]->bytes_per_call / by_name[2]->seconds.samples[i]),
+                  1e-9);
+    }
+    EXPECT_LE(r.rms_over_our_ln_rounds.q1, r.rms_over_our_ln_rounds.median);
+    EXPECT_LE(r.rms_over_our_ln_rounds.median, r.rms_over_our_ln_rounds.q3);
     // Bytes: a norm reads x and writes y (plus weight and bias), a copy reads and writes.
     const double elems = double(r.shape.rows * r.shape.cols) * sizeof(float);
     EXPECT_EQ(r.kernels.back().bytes_per_call, 2 * elems);
