@@ -26,9 +26,9 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* o
 void copy_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
 // Whether a call over `rows` x `cols` elements of `elem_bytes` bytes each prefetches the
-// next block of rows during each write pass: for input tensors too large to stay in the
-// caches (>= 8 MiB each) whose blocks of rows are short (<= 16 KiB). Exposed so that
-// tests can cover both paths.
+// next block of rows during each write pass: for inputs too large to stay in the caches
+// (>= 8 MiB) whose blocks of rows are short (<= 16 KiB). add_rms_norm reads two inputs
+// and asks with twice its element size. Exposed so that tests can cover both paths.
 bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes);
 
 // double versions, for exactness checks against the reference evaluator.
