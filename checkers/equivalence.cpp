@@ -330,6 +330,16 @@ class Checker {
     return p;
   }
 
+  // The plan with LN `ln` also folded, centering `terms` besides the plan's own.
+  FoldPlan on_top(const FoldPlan& plan, const std::string& ln, const std::vector<CenterTerm>& terms) const {
+    FoldPlan p = plan;
+    p.mode = opt_.mode;
+    p.fold.push_back(ln);
+    for (const CenterTerm& t : terms)
+      if (std::find(p.center.begin(), p.center.end(), t) == p.center.end()) p.center.push_back(t);
+    return p;
+  }
+
   static std::vector<std::string> term_names(const std::vector<CenterTerm>& terms) {
     std::vector<std::string> out;
     for (const CenterTerm& t : terms)
@@ -386,13 +396,15 @@ class Checker {
     return res;
   }
 
-  // (c): every forced fold of an LN judged not foldable changes the outputs.
+  // (c): every forced fold of an LN judged not foldable changes the outputs. A "no" that
+  // holds relative to the plan (LnVerdict::conflicts) is forced on top of the plan's folds.
   static constexpr int kExtraTightTrials = 16;
   CheckResult ln_tight(const FoldPlan& plan, const LnVerdict& v) {
     CheckResult res;
     res.kind = "ln_tight";
     res.subject = v.name;
     res.bits = bits_;
+    const bool relative = !v.conflicts[static_cast<int>(opt_.mode)].empty();
     const auto folds =
         forced_folds(v, forced_candidates(g_, v), opt_.max_forced_folds, opt_.seed);
     res.attempts = static_cast<int>(folds.size());
@@ -400,7 +412,8 @@ class Checker {
     const double far = std::ldexp(1.0, static_cast<int>(bits_ / 4));
     double weakest = INFINITY;
     for (const std::vector<CenterTerm>& terms : folds) {
-      const Graph h = apply_fold(g_, single(plan, v.name, terms));
+      const Graph h =
+          apply_fold(g_, relative ? on_top(plan, v.name, terms) : single(plan, v.name, terms));
       Comparison c = compare(h, far);
       // Discrete draws (dropout masks, index inputs) can make a forced fold exact on a
       // few trials by coincidence (a mask keeping a whole row): before calling the
@@ -434,8 +447,8 @@ class Checker {
         res.outcome = Outcome::fails;
         res.centered = term_names(terms);
         res.detail = "judged not foldable (" + v.reason[static_cast<int>(opt_.mode)] +
-                     "), but centering {" + join(res.centered) + "} and swapping " + v.name +
-                     " for RMSNorm keeps every output";
+                     "), but centering {" + join(res.centered) + "} and swapping " + v.name + " for RMSNorm" +
+                     (relative ? " on top of the plan" : "") + " keeps every output";
         return res;
       }
       if (o == Outcome::inconclusive) {

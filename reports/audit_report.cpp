@@ -91,6 +91,8 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
     e["reason"] = !v.reason[0].empty() ? v.reason[0] : v.reason[1];
     e["reasons"] = {{"inference", v.reason[0]}, {"training", v.reason[1]}};
     e["path"] = {{"inference", v.path[0]}, {"training", v.path[1]}};
+    if (!v.conflicts[0].empty() || !v.conflicts[1].empty())
+      e["conflicts_with"] = {{"inference", v.conflicts[0]}, {"training", v.conflicts[1]}};
     e["centered"] = centered_names(v);
     nlohmann::json terms = nlohmann::json::array();
     for (const CenterTerm& t : v.terms) terms.push_back(term_json(t));

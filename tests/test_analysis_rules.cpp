@@ -418,6 +418,31 @@ TEST(AnalysisRules, NormBiasWithoutWeightIsATerm) {
   EXPECT_EQ(v.terms[0].slot, "bias");
 }
 
+TEST(AnalysisRules, ProductOfParamsBroadcastAlongTheNormAxesIsRemoved) {
+  // pq = P Q has shape [3, 1]: broadcast along the features the LN normalizes, so the LN
+  // absorbs it like a broadcast param term (regression param_matmul_broadcast_along_norm_axis).
+  GraphBuilder b = linear_start();
+  b.param("P", {3, 4}).param("Q", {4, 1});
+  b.node("pq", Op::matmul, {"P", "Q"});
+  b.node("h", Op::add, {"fc", "pq"});
+  layer_norm(b, "ln", "h");
+  const FoldPlan plan = detect_foldable(b.build({"ln"}), Mode::inference);
+  const LnVerdict& v = verdict(plan, "ln");
+  ASSERT_TRUE(v.foldable[0]) << v.reason[0];
+  ASSERT_TRUE(v.foldable[1]) << v.reason[1];
+  EXPECT_TRUE(has_producer(v, "fc"));
+  EXPECT_FALSE(has_producer(v, "pq"));
+  bool removed = false;
+  for (const CenterTerm& t : v.terms)
+    if (t.param == "Q") {
+      removed = true;
+      EXPECT_EQ(t.node, "pq");
+      EXPECT_EQ(t.slot, "inputs/1");
+      EXPECT_TRUE(t.remove);
+    }
+  EXPECT_TRUE(removed);
+}
+
 TEST(AnalysisRules, NormWithWeightIsOpaque) {
   GraphBuilder b = linear_start();
   b.param("nw", {8});

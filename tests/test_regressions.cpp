@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "checkers/equivalence.h"
+#include "core/analysis/fold_plan.h"
 #include "core/model_json.h"
 
 namespace lnv {
@@ -35,6 +36,17 @@ TEST_P(Regression, MeetsItsExpectation) {
     const report::CheckReport rep = check::check_model(g, opt);
     SCOPED_TRACE(std::string(mode_name(mode)) + ": " + g.meta.at("why").get<std::string>() +
                  "\n" + report::to_text(rep));
+    if (g.meta.contains("conflicts")) {
+      // A "no" relative to the plan: exactly these LNs are kept for these folded ones.
+      const FoldPlan plan = detect_foldable(g, mode);
+      for (const LnVerdict& v : plan.layer_norms) {
+        std::vector<std::string> want;
+        if (g.meta["conflicts"].contains(v.name))
+          want = g.meta["conflicts"][v.name].get<std::vector<std::string>>();
+        EXPECT_EQ(v.conflicts[static_cast<int>(mode)], want) << v.name;
+        EXPECT_EQ(v.foldable[static_cast<int>(mode)], want.empty()) << v.name;
+      }
+    }
     if (expect == "holds") {
       EXPECT_EQ(rep.outcome(), report::Outcome::holds);
       continue;

@@ -120,6 +120,17 @@ struct Rule {
   std::vector<Form> extra;    // param terms added directly (a norm's bias)
 };
 
+// Which LayerNorms a reading of "zero" trusts to keep a zero-mean output (an LN without
+// affine over B has mean 0 over B). The strict reading (lns = false) trusts none: a rewrite
+// may swap any LN. The default reading trusts every LN (each stays an LN or is folded
+// exactly). A plan check trusts all but `distrusted`, and collects in `consulted` the
+// distrusted LNs whose zero mean a zero would have needed.
+struct Trust {
+  bool lns = true;
+  const std::vector<char>* distrusted = nullptr;
+  std::vector<int32_t>* consulted = nullptr;
+};
+
 class Analyzer {
  public:
   Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
@@ -140,14 +151,15 @@ class Analyzer {
     for (bool strict : {true, false}) {
       std::vector<bool>& zero = strict ? zero_strict_ : zero_;
       std::vector<bool>& live = strict ? live_strict_ : live_;
+      const Trust trust{.lns = !strict};
       zero.assign(n, false);
-      for (int32_t v : g.order) zero[v] = structurally_zero(v, strict);
+      for (int32_t v : g.order) zero[v] = structurally_zero(v, zero, trust);
       // Live: some graph output depends on it. A structurally zero node depends on nothing.
       live.assign(n, false);
       for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
         const int32_t v = *it;
         bool l = is_output_[v];
-        for (auto [c, k] : uses_[v]) l = l || (live[c] && !ignores_inputs(c, strict));
+        for (auto [c, k] : uses_[v]) l = l || (live[c] && !ignores_inputs(c, zero, trust));
         live[v] = l && !zero[v];
       }
     }
@@ -166,6 +178,54 @@ class Analyzer {
   bool live(int32_t v) const { return live_[v]; }
   // Whether swapping LN v itself could change an output (see the constructor).
   bool live_strict(int32_t v) const { return live_strict_[v]; }
+
+  bool trusts(const Trust& t, int32_t ln) const {
+    if (!t.lns) return false;
+    if (t.distrusted && (*t.distrusted)[ln]) {
+      if (t.consulted) t.consulted->push_back(ln);
+      return false;
+    }
+    return true;
+  }
+
+  // Whether swapping the LayerNorms in `swapped` for RMSNorms with nothing centered (so
+  // each outputs something else) changes a graph output, given the plan's other folds:
+  // `folded` LNs and `centered` producers. Two marks flow forward from the swapped LNs:
+  // `changed` (the value may differ) and `unzeroed` (a mean that some zero-mean output
+  // relied on may differ). A centered producer's output keeps its zero mean whatever its
+  // input, and so do a `center` and an LN without affine that is kept; a folded LN keeps
+  // it only while no `unzeroed` mark reaches it. A zero that needs the zero mean of an LN
+  // that lost it no longer cuts; `blame` collects such LNs. Linear in the graph.
+  bool swap_reaches_output(const std::vector<char>& swapped, const std::vector<char>& folded,
+                           const std::vector<char>& centered, std::vector<int32_t>* blame) const {
+    const size_t n = g_.nodes.size();
+    std::vector<bool> zero(n, false);
+    std::vector<char> changed(n, 0), unzeroed(n, 0), distrusted(n, 0);
+    const Trust trust{.lns = true, .distrusted = &distrusted, .consulted = blame};
+    for (int32_t v : g_.order) {
+      const Node& node = g_.nodes[v];
+      if (swapped[v]) {
+        changed[v] = unzeroed[v] = distrusted[v] = 1;
+      } else {
+        zero[v] = structurally_zero(v, zero, trust);
+        if (!ignores_inputs(v, zero, trust))
+          for (const ValueRef& r : g_.node_inputs[v])
+            if (r.kind == ValueRef::Kind::node) {
+              changed[v] |= changed[r.index];
+              unzeroed[v] |= unzeroed[r.index];
+            }
+        const bool keeps_zero_mean =
+            centered[v] || node.op == Op::center ||
+            (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() &&
+             !(folded[v] && unzeroed[v]));
+        if (node.op == Op::layer_norm && folded[v] && unzeroed[v]) distrusted[v] = 1;
+        if (keeps_zero_mean) unzeroed[v] = 0;
+      }
+      if (changed[v] && is_output_[v]) return true;
+    }
+    return false;
+  }
+
   bool stale() const { return stale_; }
 
   // The mean over `mask` (axes of the operand) of operand k of node n.
@@ -314,7 +374,7 @@ class Analyzer {
 
   // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
   // affine or a center over some of them, a producer already centered over them).
-  bool zero_mean_over(const ValueRef& x, const Axes& axes, bool strict) const {
+  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const {
     if (x.kind != ValueRef::Kind::node) return false;
     const Node& n = g_.nodes[x.index];
     const Shape& s = g_.node_shapes[x.index];
@@ -324,8 +384,8 @@ class Analyzer {
                      ~analysis::size1_mask(s);
       return m != 0 && subset(m, b);
     };
-    if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty() && !strict)
-      return inside(n.axes);
+    if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty())
+      return inside(n.axes) && trusts(trust, x.index);
     if (n.op == Op::center) return inside(n.axes);
     if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
       return inside({-1});
@@ -407,25 +467,24 @@ class Analyzer {
 
   // Whether node c's output does not depend on its inputs at all: a softmax over an axis of
   // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
-  bool ignores_inputs(int32_t c, bool strict) const {
+  bool ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const {
     const Node& n = g_.nodes[c];
     const Shape& s = g_.node_shapes[c];
-    if ((strict ? zero_strict_ : zero_)[c]) return true;
+    if (zero[c]) return true;
     if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
-    if ((n.op == Op::layer_norm && !strict) || n.op == Op::center) {
+    if (n.op == Op::layer_norm || n.op == Op::center) {
       for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
         if (s[a] != 1) return false;
-      return true;
+      return n.op == Op::center || trusts(trust, c);
     }
     return false;
   }
 
   // Whether node v is identically zero whatever the inputs and (generic) params:
   // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
-  bool structurally_zero(int32_t v, bool strict) const {
+  bool structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const {
     const Node& n = g_.nodes[v];
     const auto& in = g_.node_inputs[v];
-    const std::vector<bool>& zero = strict ? zero_strict_ : zero_;
     auto z = [&](size_t k) { return in[k].kind == ValueRef::Kind::node && zero[in[k].index]; };
     auto all_zero = [&]() {
       for (size_t k = 0; k < in.size(); ++k)
@@ -455,7 +514,7 @@ class Analyzer {
         return all_zero() ||
                zero_mean_over(in[0],
                               normalize_axes(n.axes, int64_t(g_.shape_of(in[0]).size()), n.name),
-                              strict);
+                              trust);
       case Op::add:
       case Op::dropout:
       case Op::relu:
@@ -675,8 +734,14 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   e.atom = n;
   e.mask = a;
   e.coeff = 1.0;
+  // A grouped conv centered over all its output channels is not zero-mean over them, unless
+  // its input is structurally zero: then it outputs its bias, which centering does center.
+  const ValueRef& x = g_.node_inputs[n][0];
+  const bool zero_input = x.kind == ValueRef::Kind::node && zero_[x.index];
+  const bool grouped =
+      (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1 && !zero_input;
   if (node.cbwc && node.op != Op::rnn) {
-    if (subset(feature, a) && feature != 0) {
+    if (subset(feature, a) && feature != 0 && !grouped) {
       r.zero = true;
       return r;
     }
@@ -685,7 +750,6 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
     r.leaf = e;
     return r;
   }
-  const bool grouped = (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1;
   e.ref = producer_term(n, feature);
   if (grouped) {
     e.status = EntryStatus::bad_term;
@@ -786,6 +850,12 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return producer_rule(n, a, bit(1));
     case Op::matmul: {
       const bool pa = input_is_param(n, 0), pb = input_is_param(n, 1);
+      // A product of two params constant along every averaged axis is a param term the
+      // LN absorbs, like a broadcast param: removed by zeroing its second operand.
+      if (pa && pb && a == 0) {
+        r.parts.push_back({1, 0, 1.0, tag_of(1), -1});
+        return r;
+      }
       if (pb) return producer_rule(n, a, bit(int64_t(R) - 1));
       if (pa) return producer_rule(n, a, bit(int64_t(R) - 2));
       // Two activations: mean over the columns is a·mean(b), over the rows mean(a)·b.
@@ -1471,6 +1541,66 @@ std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
   return out;
 }
 
+// LayerNorms that no output depends on only because other LNs' outputs have a zero mean
+// (a mean over the axes of an LN without affine cuts them off). Swapped alone, such an LN
+// changes no output, with nothing centered; but its RMSNorm no longer outputs a zero mean,
+// and an LN folded downstream of it may have relied on that, and then no longer cuts the
+// paths that made this one dead. So each is checked against the plan, downstream first
+// (its check swaps every dead fold accepted so far with it, so the last acceptance checks
+// them all together): foldable if the swaps still reach no output with the plan's folded
+// LNs trusted only where nothing swapped reaches them; otherwise "no", naming the folded
+// LNs it would break (the verdict is relative to the plan: docs/DECISIONS.md).
+void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& centered,
+                          FoldPlan& plan) {
+  const Graph& g = an.graph();
+  const size_t N = g.nodes.size();
+  std::vector<char> folded(N, 0), swapped(N, 0);
+  std::vector<std::pair<int32_t, LnVerdict*>> candidates;
+  for (LnVerdict& v : plan.layer_norms) {
+    if (g.nodes[g.node_index(v.node)].op != Op::layer_norm) continue;  // an rnn's norm
+    const int32_t n = g.node_index(v.node);
+    if (v.foldable[m]) {
+      folded[n] = 1;
+      if (!an.live_strict(n)) swapped[n] = 1;  // a dead fold: its output changes
+    } else if (an.live_strict(n) && !an.live(n)) {
+      candidates.push_back({n, &v});
+    }
+  }
+  const std::vector<char> none(N, 0);
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    const auto [n, v] = *it;
+    std::vector<char> alone(N, 0);
+    alone[n] = 1;
+    if (an.swap_reaches_output(alone, none, none, nullptr)) continue;  // live through its own zero mean
+    swapped[n] = folded[n] = 1;
+    std::vector<int32_t> blame;
+    if (!an.swap_reaches_output(swapped, folded, centered, &blame)) {
+      v->foldable[m] = true;
+      v->reason[m].clear();
+      v->path[m].clear();
+      v->terms.clear();
+      v->term_count = 0;
+      v->opaque = false;
+      continue;
+    }
+    swapped[n] = folded[n] = 0;
+    std::vector<std::string>& names = v->conflicts[m];
+    for (int32_t b : blame) {
+      const std::string& name = g.nodes[b].name;
+      if (b != n && std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(name);
+    }
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "`" : ", `") + name + "`";
+    v->reason[m] = "swapping `" + v->name + "` alone changes no output (its paths to the outputs "
+                   "end in the zero mean of " + (list.empty() ? std::string("other LayerNorms") : list) +
+                   "), but folding it together with the plan does: the folded LayerNorms "
+                   "downstream of it keep a zero-mean output only while `" + v->name +
+                   "` stays a LayerNorm, so it is kept";
+    v->path[m] = {names.empty() ? v->name : names.front(), v->name};
+  }
+}
+
 }  // namespace
 
 FoldPlan detect_foldable(const Graph& g, Mode mode) { return detect_foldable(g, mode, {}); }
@@ -1493,6 +1623,10 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   FoldPlan plan;
   plan.mode = mode;
   std::vector<bool> seen_nodes;
+  // Per mode: the producers centered for the LNs foldable in that mode.
+  std::array<std::vector<char>, 2> centered_producers{std::vector<char>(g.nodes.size(), 0),
+                                                      std::vector<char>(g.nodes.size(), 0)};
+  std::array<std::vector<bool>, 2> seen_by_mode;
   std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
   auto add_center = [&](const CenterTerm& t) {
     if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) {
@@ -1538,6 +1672,14 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
       v.foldable[m] = mv.foldable;
       v.reason[m] = mv.reason;
       v.path[m] = mv.path;
+      if (mv.foldable) {
+        Analyzer& am = *by_mode[m];
+        am.pool().visit_unseen(mv.form, seen_by_mode[m], [&](const Entry& e) {
+          if (e.ref < 0) return;
+          const CenterTerm& t = am.terms()[e.ref].term;
+          if (t.kind == CenterTerm::Kind::producer) centered_producers[m][g.node_index(t.node)] = 1;
+        });
+      }
       if (m == pm) {
         plan_form = mv.form;
         v.opaque = mv.opaque;
@@ -1554,6 +1696,18 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
     }
     plan.layer_norms.push_back(std::move(v));
   }
+  for (int m = 0; m < (same_modes ? 1 : 2); ++m)
+    fold_dead_behind_lns(*by_mode[m], m, centered_producers[m], plan);
+  if (same_modes)
+    for (LnVerdict& v : plan.layer_norms) {
+      v.foldable[1] = v.foldable[0];
+      v.reason[1] = v.reason[0];
+      v.path[1] = v.path[0];
+      v.conflicts[1] = v.conflicts[0];
+    }
+  plan.fold.clear();
+  for (const LnVerdict& v : plan.layer_norms)
+    if (v.foldable[pm]) plan.fold.push_back(v.name);
   return plan;
 }
 

@@ -42,6 +42,9 @@ struct LnVerdict {
   std::array<bool, 2> foldable{false, false};      // indexed by Mode
   std::array<std::string, 2> reason;               // why not, per mode ("" when foldable)
   std::array<std::vector<std::string>, 2> path;    // breaking node ... this LN, per mode
+  // A "no" that holds only relative to the plan, per mode: swapped alone this LN changes no
+  // output, but not together with the folds of these LNs (docs/DECISIONS.md). Empty else.
+  std::array<std::vector<std::string>, 2> conflicts;
   // The centerable terms surviving in the mean of the LN's input (producers and params).
   // When foldable these are exactly what gets centered for this LN; when not, these are
   // the candidates a forced fold may center.
