@@ -153,11 +153,11 @@ TEST(NormKernels, LayerNormDoubleSurvivesLargeMean) {
   check_against_naive<double>(Norm::layer, 1e4);
 }
 
-// Inputs large enough (>= 8 MiB) for the kernels to prefetch the next block of rows
-// during each write pass, with a short last block and, for 1003, a scalar tail; checked
-// like the small cases (rows spread over the whole tensor, so a block written from a
-// wrong prefetch-related address would show). The rule itself is asserted first, so a
-// change of thresholds cannot silently leave the path untested.
+// Inputs large enough (>= 8 MiB, rows <= 4 KiB) for the kernels to take the prefetching
+// path (rows one at a time, the next row prefetched during each write pass), odd row
+// counts and, for 1003 columns, a scalar tail; checked like the small cases over every
+// row. The rule itself is asserted first, so a change of thresholds cannot silently
+// leave the path untested.
 template <class T>
 void check_prefetching_shape(Norm kind, int64_t rows, int64_t cols, uint64_t seed) {
   ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, sizeof(T))) << rows << "x" << cols;
@@ -174,8 +174,10 @@ void check_prefetching_shape(Norm kind, int64_t rows, int64_t cols, uint64_t see
 TEST(NormKernels, PrefetchRuleTakesOnlyLargeShortRowInputs) {
   EXPECT_FALSE(kernels::prefetches_next_block(512, 768, 4));    // 1.5 MiB: in cache
   EXPECT_TRUE(kernels::prefetches_next_block(4096, 768, 4));    // 12 MiB
-  EXPECT_FALSE(kernels::prefetches_next_block(2048, 4096, 4));  // 64 KiB blocks
-  EXPECT_FALSE(kernels::prefetches_next_block(4096, 768, 8));   // 24 KiB blocks
+  EXPECT_FALSE(kernels::prefetches_next_block(2048, 4096, 4));  // 16 KiB rows
+  EXPECT_FALSE(kernels::prefetches_next_block(4096, 768, 8));   // 6 KiB rows
+  EXPECT_TRUE(kernels::prefetches_next_block(16384, 1024, 4));  // 4 KiB rows, 64 MiB
+  EXPECT_FALSE(kernels::prefetches_next_block(4, 1 << 20, 4));  // 4 MiB rows
 }
 
 TEST(NormKernels, PrefetchingFloatMatchesNaive) {
@@ -190,9 +192,8 @@ TEST(NormKernels, PrefetchingDoubleMatchesNaive) {
 }
 
 TEST(NormKernels, PrefetchingAddRmsNormMatchesAddThenRmsNorm) {
-  // add_rms_norm asks about its two inputs together (twice the element size).
-  const int64_t rows = 2053, cols = 512;
-  ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, 2 * sizeof(float)));
+  const int64_t rows = 2819, cols = 768;
+  ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, sizeof(float)));
   const auto x = random_vector<float>(rows * cols, 70, 0.0, 1.0);
   const auto res = random_vector<float>(rows * cols, 71, 0.5, 2.0);
   const auto w = random_vector<float>(cols, 72, 1.0, 0.5);

@@ -16,9 +16,11 @@
 // A block's reduction pass reads only and its write pass mostly writes, so without help
 // the reads of block b+1 start only when block b is written and the memory sits idle
 // in between; a copy reads and writes all the time. For tensors that come from memory
-// (not the caches) and short rows, the write pass therefore prefetches the next block's
-// input rows (prefetches_next_block() says when; the measurements that chose the rule
-// are in docs/kernels.md).
+// (not the caches) and short rows, the kernels therefore go row by row (blocks of one
+// row: one read and one write stream, like a copy - 4-row blocks keep 4 of each going,
+// which measured 8-14 points of copy bandwidth slower from memory) and each write pass
+// prefetches the next row (prefetches_next_block() says when; the measurements that
+// chose the rule are in docs/kernels.md).
 #include "torch/kernels/norm_kernels.h"
 
 #include <algorithm>
@@ -50,14 +52,15 @@ constexpr int kBlock = 4;
 // Below this many elements a call runs on one thread: waking the team costs more.
 constexpr int64_t kMinParallelElements = 1 << 15;
 
-// Prefetch the next block only for inputs of at least this many bytes (smaller ones stay
-// in the L2/L3 caches, where the hardware prefetchers keep up and the extra prefetch
-// instructions only cost load slots: measured 8-10 points of copy bandwidth at 512x768)
-// and only while a block is at most kPrefetchMaxBlockBytes (so it and the next block fit
-// in a 32 KiB L1 together; long rows are long sequential streams that the hardware
-// prefetchers follow on their own: measured 5-10 points lost at 2048x4096).
+// The prefetching path (rows one at a time, the next row prefetched) is taken only for
+// inputs of at least kPrefetchMinBytes (smaller ones stay in the L2/L3 caches, where the
+// hardware prefetchers keep up, the prefetch instructions only cost load slots - 8-10
+// points of copy bandwidth at 512x768 - and the 4-row blocks' shared weight/bias loads
+// pay) and rows of at most kPrefetchMaxRowBytes (long rows are long sequential streams
+// the hardware prefetchers follow on their own: prefetching lost 5-10 points at
+// 2048x4096).
 constexpr int64_t kPrefetchMinBytes = int64_t(8) << 20;
-constexpr int64_t kPrefetchMaxBlockBytes = int64_t(16) << 10;
+constexpr int64_t kPrefetchMaxRowBytes = int64_t(4) << 10;
 
 template <class T>
 inline Vec<T> load(const T* p) {
@@ -83,16 +86,16 @@ inline auto horizontal_sum(V v) {
   return s;
 }
 
-// Calls block_fn(first_row, count) for consecutive blocks of up to kBlock rows, blocks in
-// parallel.
+// Calls block_fn(first_row, count) for consecutive blocks of up to block_rows rows,
+// blocks in parallel.
 template <class BlockFn>
-void for_each_block(int64_t rows, int64_t cols, BlockFn block_fn) {
-  const int64_t blocks = (rows + kBlock - 1) / kBlock;
+void for_each_block(int64_t rows, int64_t cols, int64_t block_rows, BlockFn block_fn) {
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
   const bool parallel = blocks > 1 && rows * cols >= kMinParallelElements;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t r0 = b * kBlock;
-    block_fn(r0, std::min<int64_t>(kBlock, rows - r0));
+    const int64_t r0 = b * block_rows;
+    block_fn(r0, std::min<int64_t>(block_rows, rows - r0));
   }
 }
 
@@ -195,12 +198,13 @@ struct Prefetch {
 };
 
 // Each vector step of a write pass covers 32 bytes of each of the block's R rows, so
-// prefetching R * 32 bytes of the next block per step (R / 2 lines, for R even) fetches
-// a block of the same shape in the same number of steps. Locality 1 (prefetcht1): on
+// prefetching R * 32 bytes of the next block per step (R / 2 lines; for R = 1, a line
+// every other step) fetches a block of the same shape in the same number of steps. Locality 1 (prefetcht1): on
 // Zen 3 as good as or better than prefetcht0 in our runs.
 template <int R>
 inline void prefetch_step(Prefetch pf, int64_t step) {
-  static_assert(R % 2 == 0, "a step prefetches whole 64-byte lines");
+  if constexpr (R % 2 != 0)
+    if (step % 2) return;  // R * 32 bytes per step: one line every other step for odd R
   const int64_t at = step * R * 32;
   for (int q = 0; q < R * 32; q += 64) {
     __builtin_prefetch(pf.a + at + q, 0, 1);
@@ -251,26 +255,27 @@ void write_rows_affine(Rows<const T> x, const T* shift, const T* scale, const T*
   write_rows<R, false, false, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
 }
 
-// The write pass, prefetching when pf.a is set (only full blocks prefetch: R = kBlock).
+// The write pass, prefetching when pf.a is set.
 template <int R, bool kShift, class T>
 void write_block(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
                  Rows<T> y, int64_t n, Prefetch pf) {
-  if constexpr (R % 2 == 0)
-    if (pf.a) return write_rows_affine<R, kShift, true>(x, shift, scale, w, b, y, n, pf);
+  if (pf.a) return write_rows_affine<R, kShift, true>(x, shift, scale, w, b, y, n, pf);
   write_rows_affine<R, kShift, false>(x, shift, scale, w, b, y, n, pf);
 }
 
-// What to prefetch while writing the block of rows starting at `first`: the same rows of
-// each given input, kBlock rows further on, when the call prefetches and that next block
-// is a full one (inside the tensors).
+// What to prefetch while writing the block of R rows starting at `first`: the next R rows
+// of each given input, when the call prefetches and those rows exist.
 template <int R, class T>
 Prefetch next_block(bool enabled, int64_t first, int64_t rows, int64_t cols, const T* x,
                     const T* x2 = nullptr) {
-  if (!enabled || R != kBlock || first + 2 * kBlock > rows) return {};
-  const int64_t at = (first + kBlock) * cols;
+  if (!enabled || first + 2 * R > rows) return {};
+  const int64_t at = (first + R) * cols;
   return {reinterpret_cast<const char*>(x + at),
           x2 ? reinterpret_cast<const char*>(x2 + at) : nullptr};
 }
+
+// Rows per block: kBlock, or one on the prefetching path (see the top of the file).
+inline int64_t block_rows(bool prefetch) { return prefetch ? 1 : kBlock; }
 
 template <class T>
 T inverse_rms(T sum_sq, int64_t n, T eps) {
@@ -281,7 +286,7 @@ template <class T>
 void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int64_t cols,
                    T eps) {
   const bool pf = prefetches_next_block(rows, cols, sizeof(T));
-  for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const Rows<const T> xr{x + first * cols, cols};
       T scale[R];
@@ -300,7 +305,7 @@ template <class T>
 void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
                      int64_t cols, T eps) {
   const bool pf = prefetches_next_block(rows, cols, sizeof(T));
-  for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const Rows<const T> xr{x + first * cols, cols};
       T mean[R], scale[R];
@@ -317,8 +322,8 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
 }  // namespace
 
 bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes) {
-  return rows >= 2 * kBlock && rows * cols * elem_bytes >= kPrefetchMinBytes &&
-         kBlock * cols * elem_bytes <= kPrefetchMaxBlockBytes;
+  return rows >= 2 && rows * cols * elem_bytes >= kPrefetchMinBytes &&
+         cols * elem_bytes <= kPrefetchMaxRowBytes;
 }
 
 void rms_norm(const float* x, const float* weight, const float* bias, float* out,
@@ -344,12 +349,10 @@ void layer_norm(const double* x, const double* weight, const double* bias, doubl
 void add_rms_norm(const float* x, const float* residual, const float* weight,
                   const float* bias, float* sum_out, float* out, int64_t rows,
                   int64_t cols, float eps) {
-  // The write pass reads the block's sums from the cache and prefetches the next block's
-  // x and residual: two blocks' worth, so the rule is asked about both inputs together
-  // (at 768 columns, 24 KiB of prefetched rows next to the 12 KiB of sums overflowed L1:
-  // in our A/B it lost 0-8 points of copy bandwidth where it did not gain a few).
-  const bool pf = prefetches_next_block(rows, cols, 2 * sizeof(float));
-  for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
+  // On the prefetching path the write pass reads the row's sums from the cache and
+  // prefetches the next row of both x and residual.
+  const bool pf = prefetches_next_block(rows, cols, sizeof(float));
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
     dispatch_block(r0, count, [=]<int R>(int64_t first) {
       const int64_t at = first * cols;
       const Rows<float> sum{sum_out + at, cols};
@@ -367,7 +370,7 @@ void add_rms_norm(const float* x, const float* residual, const float* weight,
 // A block's rows are contiguous: one memcpy each (glibc's, at least as fast as a vector
 // loop here, so the yardstick is not a weak one).
 void copy_rows(const float* x, float* out, int64_t rows, int64_t cols) {
-  for_each_block(rows, cols, [=](int64_t r0, int64_t count) {
+  for_each_block(rows, cols, kBlock, [=](int64_t r0, int64_t count) {
     std::memcpy(out + r0 * cols, x + r0 * cols, sizeof(float) * size_t(count * cols));
   });
 }

@@ -25,10 +25,11 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* o
 // The bandwidth yardstick: out = x, with the same threading as the norms.
 void copy_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
-// Whether a call over `rows` x `cols` elements of `elem_bytes` bytes each prefetches the
-// next block of rows during each write pass: for inputs too large to stay in the caches
-// (>= 8 MiB) whose blocks of rows are short (<= 16 KiB). add_rms_norm reads two inputs
-// and asks with twice its element size. Exposed so that tests can cover both paths.
+// Whether a call over `rows` x `cols` elements of `elem_bytes` bytes each (per input)
+// takes the prefetching path - rows one at a time, each write pass prefetching the next
+// row - rather than blocks of 4 rows without software prefetch: for inputs too large to
+// stay in the caches (>= 8 MiB) with short rows (<= 4 KiB). Exposed so that tests can
+// cover both paths.
 bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes);
 
 // double versions, for exactness checks against the reference evaluator.
