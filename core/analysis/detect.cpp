@@ -163,6 +163,11 @@ class Analyzer {
         live[v] = l && !zero[v];
       }
     }
+    // An LN can also be dead because its contributions cancel between routes
+    // (`sub(a, add(a, c))`): such an LN is dead in both readings.
+    const std::vector<bool> through_sums = live_through_sums(zero_strict_, Trust{.lns = false});
+    for (size_t v = 0; v < n; ++v)
+      if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
     uniform_.assign(n, 0);
     for (int32_t v : g.order) uniform_[v] = uniform_axes(v);
     for (size_t i = 0; i < n; ++i)
@@ -186,6 +191,71 @@ class Analyzer {
       return false;
     }
     return true;
+  }
+
+  // Which nodes a graph output depends on when sums are expanded: a sum, difference, scale
+  // or identity of values of its own shape is a linear combination of the other nodes
+  // ("atoms") with exact coefficients, so `sub(a, add(a, c))` does not depend on `a`. An
+  // operand broadcast to the result's shape stays one atom (its broadcast is fixed by the
+  // shape); a combination of more than kMaxAtoms atoms is an atom itself. Params and graph
+  // inputs are left out (only nodes' liveness is asked). Only atoms' entries are meaningful.
+  std::vector<bool> live_through_sums(const std::vector<bool>& zero, const Trust& trust) const {
+    constexpr size_t kMaxAtoms = 8;
+    using Combination = std::vector<std::pair<int32_t, double>>;  // sorted by node
+    const size_t n = g_.nodes.size();
+    std::vector<Combination> form(n);
+    std::vector<char> combined(n, 0);
+    for (int32_t v : g_.order) {
+      const Node& node = g_.nodes[v];
+      if (zero[v]) {
+        combined[v] = 1;
+        continue;
+      }
+      const auto& in = g_.node_inputs[v];
+      std::vector<std::pair<size_t, double>> operands;  // (input slot, coefficient)
+      if (node.op == Op::add || node.op == Op::sub) {
+        operands = {{0, 1.0}, {1, node.op == Op::sub ? -1.0 : 1.0}};
+      } else if (node.op == Op::scale) {
+        operands = {{0, node.factor}};
+      } else if (node.op == Op::dropout && (mode_ == Mode::inference || node.p == 0.0)) {
+        operands = {{0, 1.0}};
+      } else {
+        continue;
+      }
+      std::map<int32_t, double> sum;
+      for (auto [k, c] : operands) {
+        const ValueRef& r = in[k];
+        if (r.kind != ValueRef::Kind::node) continue;
+        if (combined[r.index] && g_.node_shapes[r.index] == g_.node_shapes[v]) {
+          for (auto [a, ca] : form[r.index]) sum[a] += c * ca;
+        } else {
+          sum[r.index] += c;
+        }
+      }
+      Combination f;
+      for (auto [a, c] : sum)
+        if (c != 0.0) f.push_back({a, c});
+      if (f.size() > kMaxAtoms) continue;
+      form[v] = std::move(f);
+      combined[v] = 1;
+    }
+    std::vector<bool> live(n, false);
+    auto mark = [&](int32_t r) {
+      if (!combined[r]) {
+        live[r] = true;
+        return;
+      }
+      for (auto [a, c] : form[r]) live[a] = true;
+    };
+    for (const ValueRef& r : g_.output_refs)
+      if (r.kind == ValueRef::Kind::node) mark(r.index);
+    for (auto it = g_.order.rbegin(); it != g_.order.rend(); ++it) {
+      const int32_t v = *it;
+      if (combined[v] || !live[v] || ignores_inputs(v, zero, trust)) continue;
+      for (const ValueRef& r : g_.node_inputs[v])
+        if (r.kind == ValueRef::Kind::node) mark(r.index);
+    }
+    return live;
   }
 
   // Whether swapping the LayerNorms in `swapped` for RMSNorms with nothing centered (so
@@ -1560,8 +1630,9 @@ void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& ce
     if (g.nodes[g.node_index(v.node)].op != Op::layer_norm) continue;  // an rnn's norm
     const int32_t n = g.node_index(v.node);
     if (v.foldable[m]) {
+      // A dead fold (!live_strict) changes its output, but nothing that reaches an output
+      // depends on it even without any LN's zero mean, so it need not be swapped here.
       folded[n] = 1;
-      if (!an.live_strict(n)) swapped[n] = 1;  // a dead fold: its output changes
     } else if (an.live_strict(n) && !an.live(n)) {
       candidates.push_back({n, &v});
     }
