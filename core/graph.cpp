@@ -78,6 +78,11 @@ void Graph::finalize() {
     declare(p.name, {ValueRef::Kind::param, int32_t(i)}, where + "/name");
     for (int64_t d : p.shape)
       if (d <= 0) throw ModelError(where + "/shape", "dimensions must be positive");
+    if (p.values_deferred) {  // checked on load from the stored data
+      LNV_INTERNAL_ASSERT(p.values.empty() && p.source == ParamSource::file,
+                          "param '" + p.name + "' is deferred but holds values or is not a file param");
+      continue;
+    }
     if (static_cast<int64_t>(p.values.size()) != numel(p.shape))
       throw ModelError(where, "param '" + p.name + "' has " + std::to_string(p.values.size()) +
                                   " values but shape " + to_string(p.shape) + " needs " +
@@ -232,6 +237,8 @@ MatmulCentering cbwc_matmul_operand(const Graph& g, int32_t node) {
 }
 
 std::vector<double> effective_values(const Param& p) {
+  LNV_INTERNAL_ASSERT(!p.values_deferred,
+                      "effective_values of param '" + p.name + "', whose values were not loaded");
   if (p.center_axes.empty()) return p.values;
   // Center over center_axes: subtract the mean of each fiber spanned by those axes.
   const Shape& s = p.shape;

@@ -56,6 +56,13 @@ struct Param {
   // While the fingerprint still matches, save_model writes the param by reference to its
   // file without re-reading the file; otherwise (or at 0) it compares with the file.
   uint64_t file_fingerprint = 0;
+  // Set by load_model with LoadOptions::defer_file_values for a `file` param: `values`
+  // stays empty (the file's header, shape and the finiteness of the stored data were
+  // checked on load; nothing was converted). Unchanged, such a param is saved by reference;
+  // centered, save_model streams it from the file. Everything that needs the values
+  // (evaluators, effective_values, param_fingerprint) throws InternalError on it;
+  // materialize_values() (core/model_json.h) reads them and clears the flag.
+  bool values_deferred = false;
 };
 
 // The norm inside an `rnn` (a LayerNorm over H, or an RMSNorm after a rewrite).

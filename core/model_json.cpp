@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -167,7 +169,8 @@ void check_finite(const std::vector<double>& v, const std::string& path,
 
 class ModelParser {
  public:
-  explicit ModelParser(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  ModelParser(std::string base_dir, LoadOptions options)
+      : base_dir_(std::move(base_dir)), options_(options) {}
 
   Graph parse(const json& j) {
     Reader r;
@@ -281,6 +284,28 @@ class ModelParser {
       p.source = ParamSource::file;
       p.file.path = r.string(r.required(f, at, "path"), child(at, "path"));
       p.file.key = r.string(r.required(f, at, "key"), child(at, "key"));
+      const std::string source = " in " + p.file.path + " [" + p.file.key + "]";
+      if (options_.defer_file_values) {
+        std::optional<SafetensorsNonFinite> bad;
+        Shape stored;
+        try {
+          const SafetensorsReader& file = reader(p.file.path);
+          const SafetensorsSpan span = file.span(p.file.key);
+          stored = span.shape;
+          if (stored == p.shape) bad = file.first_non_finite(span);
+        } catch (const ModelError& e) {
+          r.fail(at, e.what());
+        }
+        if (stored != p.shape)
+          r.fail(at, "tensor '" + p.file.key + "' in " + p.file.path + " has shape " +
+                         to_string(stored) + ", expected " + to_string(p.shape));
+        if (bad)
+          throw ModelError(at, "param '" + p.name + "' has a non-finite value (" +
+                                   std::to_string(bad->value) + ") at flat index " +
+                                   std::to_string(bad->index) + source);
+        p.values_deferred = true;
+        return p;
+      }
       SafetensorsTensor t;
       try {
         t = reader(p.file.path).read(p.file.key);
@@ -291,7 +316,7 @@ class ModelParser {
         r.fail(at, "tensor '" + p.file.key + "' in " + p.file.path + " has shape " +
                        to_string(t.shape) + ", expected " + to_string(p.shape));
       p.values = std::move(t.values);
-      check_finite(p.values, at, p.name, " in " + p.file.path + " [" + p.file.key + "]");
+      check_finite(p.values, at, p.name, source);
       p.file_fingerprint = param_fingerprint(p);
     }
     return p;
@@ -419,6 +444,7 @@ class ModelParser {
   }
 
   std::string base_dir_;
+  LoadOptions options_;
   std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
 };
 
@@ -527,6 +553,188 @@ std::string rebase_path(const std::string& file, const std::string& from_dir,
   return rel.empty() ? src.generic_string() : rel.generic_string();
 }
 
+// The values of deferred param `p` from `file` (which must still hold the tensor as loaded).
+void materialize_from(const SafetensorsReader& file, Param& p) {
+  const SafetensorsSpan span = file.span(p.file.key);
+  if (span.shape != p.shape)
+    throw ModelError(file.path(), "tensor '" + p.file.key + "' has shape " +
+                                      to_string(span.shape) + ", but param '" + p.name +
+                                      "' was loaded with shape " + to_string(p.shape) +
+                                      " (the file changed since it was loaded)");
+  std::vector<double> values(span.count);
+  file.read_values(span, 0, span.count, values.data());
+  check_finite(values, file.path() + " [" + p.file.key + "]", p.name,
+               " (the file changed since it was loaded)");
+  p.values = std::move(values);
+  p.values_deferred = false;
+}
+
+// Streams deferred param `p` from `file` into `out`: its stored values, centered over
+// p.center_axes when set. The centering is effective_values' arithmetic on the same
+// doubles in the same order (fiber sums in row-major order, then value - sum / size), so
+// the written tensor equals what a materialized save writes; only a chunk of the tensor
+// is in memory at a time (two passes over the file data when centering). `In` is the
+// element type the chunks are read as: float for F32 data (read as stored, widened in
+// the arithmetic), double for other dtypes (converted on read).
+template <class In>
+void stream_typed(const SafetensorsReader& file, const SafetensorsSpan& span, const Param& p,
+                  SafetensorsDType out_dtype, SafetensorsWriter& out) {
+  constexpr uint64_t kChunk = uint64_t{1} << 17;  // values per chunk (0.5 or 1 MB)
+  std::vector<In> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(span.count, 1)));
+  auto for_each_chunk = [&](auto&& visit) {
+    for (uint64_t done = 0; done < span.count;) {
+      const uint64_t n = std::min<uint64_t>(chunk.size(), span.count - done);
+      if constexpr (std::is_same_v<In, float>)
+        file.read_raw(span, done, n, reinterpret_cast<char*>(chunk.data()));
+      else
+        file.read_values(span, done, n, chunk.data());
+      visit(chunk.data(), n);
+      done += n;
+    }
+  };
+  if (p.center_axes.empty()) {
+    for_each_chunk([&](const In* v, uint64_t n) { out.append(v, n); });
+    return;
+  }
+  const Shape& s = p.shape;
+  const size_t rank = s.size();
+  LNV_INTERNAL_ASSERT(rank >= 1, "centering param '" + p.name + "' of rank 0");
+  std::vector<bool> centered(rank, false);
+  for (int64_t a : p.center_axes) {
+    LNV_INTERNAL_ASSERT(a >= 0 && a < int64_t(rank), "center axis out of range");
+    centered[a] = true;
+  }
+  int64_t group = 1;
+  for (size_t a = 0; a < rank; ++a)
+    if (centered[a]) group *= s[a];
+  // Fiber key of a flat index: sum over uncentered axes of index * kst (as effective_values).
+  std::vector<int64_t> kst(rank, 0);
+  for (int64_t a = int64_t(rank) - 1, k = 1; a >= 0; --a)
+    if (!centered[a]) {
+      kst[a] = k;
+      k *= s[a];
+    }
+  std::vector<double> fiber(static_cast<size_t>(numel(s) / group), 0.0);
+  // Walks the values row by row (rows of the last axis): along a row the key is constant
+  // (last axis centered) or steps by 1 (kst of the last axis is 1), so the inner loops are
+  // plain array loops. `row` is called with (row offset in the chunk, count, key of the first).
+  const int64_t row_len = s[rank - 1];
+  const bool along = centered[rank - 1];
+  auto walk = [&](auto&& row) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t row_key = 0, j = 0;
+    return [&, row, idx, row_key, j](uint64_t n) mutable {
+      for (uint64_t i = 0; i < n;) {
+        const int64_t m = std::min<int64_t>(int64_t(n - i), row_len - j);
+        row(i, m, along ? row_key : row_key + j);
+        i += m;
+        j += m;
+        if (j < row_len) continue;
+        j = 0;
+        for (int64_t a = int64_t(rank) - 2; a >= 0; --a) {
+          row_key += kst[a];
+          if (++idx[a] < s[a]) break;
+          row_key -= s[a] * kst[a];
+          idx[a] = 0;
+        }
+      }
+    };
+  };
+  const In* v = nullptr;
+  auto sum_pass = walk([&](uint64_t at, int64_t m, int64_t key) {
+    const In* x = v + at;
+    if (along) {
+      double acc = fiber[key];
+      for (int64_t t = 0; t < m; ++t) acc += double(x[t]);
+      fiber[key] = acc;
+    } else {
+      double* f = fiber.data() + key;
+      for (int64_t t = 0; t < m; ++t) f[t] += double(x[t]);
+    }
+  });
+  if (along && group == row_len) {
+    // Each row is its own fiber (the usual embedding-table case): the sums run along the
+    // rows, and four whole rows at a time keep four independent additions in flight (each
+    // row's sum is still added in its own order, so the result is the same).
+    uint64_t flat = 0;  // of the chunk's first value
+    for_each_chunk([&](const In* x, uint64_t n) {
+      const uint64_t len = static_cast<uint64_t>(row_len);
+      for (uint64_t i = 0; i < n;) {
+        const uint64_t row = (flat + i) / len, j = (flat + i) % len;
+        if (j == 0 && i + 4 * len <= n) {
+          double a0 = fiber[row], a1 = fiber[row + 1], a2 = fiber[row + 2], a3 = fiber[row + 3];
+          const In *x0 = x + i, *x1 = x0 + len, *x2 = x1 + len, *x3 = x2 + len;
+          for (uint64_t t = 0; t < len; ++t) {
+            a0 += double(x0[t]);
+            a1 += double(x1[t]);
+            a2 += double(x2[t]);
+            a3 += double(x3[t]);
+          }
+          fiber[row] = a0, fiber[row + 1] = a1, fiber[row + 2] = a2, fiber[row + 3] = a3;
+          i += 4 * len;
+        } else {
+          const uint64_t m = std::min(n - i, len - j);
+          double acc = fiber[row];
+          for (uint64_t t = 0; t < m; ++t) acc += double(x[i + t]);
+          fiber[row] = acc;
+          i += m;
+        }
+      }
+      flat += n;
+    });
+  } else {
+    for_each_chunk([&](const In* values, uint64_t n) {
+      v = values;
+      sum_pass(n);
+    });
+  }
+  for (double& f : fiber) f /= double(group);  // now the fiber means
+  // The centered values, in the output's type (float: the nearest float of the double).
+  auto center_into = [&](auto* dst) {
+    return walk([&, dst](uint64_t at, int64_t m, int64_t key) {
+      const In* x = v + at;
+      auto* y = dst + at;
+      using Y = std::remove_pointer_t<decltype(y)>;
+      if (along) {
+        const double mean = fiber[key];
+        for (int64_t t = 0; t < m; ++t) y[t] = static_cast<Y>(double(x[t]) - mean);
+      } else {
+        const double* f = fiber.data() + key;
+        for (int64_t t = 0; t < m; ++t) y[t] = static_cast<Y>(double(x[t]) - f[t]);
+      }
+    });
+  };
+  auto center_pass = [&](auto* dst) {
+    auto pass = center_into(dst);
+    for_each_chunk([&](const In* values, uint64_t n) {
+      v = values;
+      pass(n);
+      out.append(dst, n);
+    });
+  };
+  if (out_dtype == SafetensorsDType::f32) {
+    std::vector<float> dst(chunk.size());
+    center_pass(dst.data());
+  } else {
+    std::vector<double> dst(chunk.size());
+    center_pass(dst.data());
+  }
+}
+
+void stream_param(const SafetensorsReader& file, const Param& p, SafetensorsDType out_dtype,
+                  SafetensorsWriter& out) {
+  const SafetensorsSpan span = file.span(p.file.key);
+  if (span.shape != p.shape)
+    throw ModelError(file.path(), "tensor '" + p.file.key + "' has shape " +
+                                      to_string(span.shape) + ", but param '" + p.name +
+                                      "' was loaded with shape " + to_string(p.shape) +
+                                      " (the file changed since it was loaded)");
+  if (std::endian::native == std::endian::little && span.dtype == "F32")
+    stream_typed<float>(file, span, p, out_dtype, out);
+  else
+    stream_typed<double>(file, span, p, out_dtype, out);
+}
+
 // Whether the files params came from still hold exactly their values. Each file's header
 // is parsed once.
 class FileCheck {
@@ -534,16 +742,21 @@ class FileCheck {
   explicit FileCheck(std::string base_dir) : base_dir_(std::move(base_dir)) {}
 
   bool matches(const Param& p) {
-    const std::string path = (fs::path(base_dir_) / p.file.path).lexically_normal().string();
     try {
-      auto it = readers_.find(path);
-      if (it == readers_.end())
-        it = readers_.emplace(path, std::make_unique<SafetensorsReader>(path)).first;
-      const SafetensorsTensor t = it->second->read(p.file.key);
+      const SafetensorsTensor t = reader(p).read(p.file.key);
       return t.shape == p.shape && t.values == p.values;
     } catch (const ModelError&) {
       return false;
     }
+  }
+
+  // The (cached) reader of the file a `file` param reads.
+  const SafetensorsReader& reader(const Param& p) {
+    const std::string path = (fs::path(base_dir_) / p.file.path).lexically_normal().string();
+    auto it = readers_.find(path);
+    if (it == readers_.end())
+      it = readers_.emplace(path, std::make_unique<SafetensorsReader>(path)).first;
+    return *it->second;
   }
 
  private:
@@ -551,14 +764,22 @@ class FileCheck {
   std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
 };
 
+// A deferred param written into the weights file: read from its file while writing.
+struct StreamedTensor {
+  const SafetensorsReader* source = nullptr;
+  const Param* param = nullptr;
+};
+
 // Where values that are written out (not init, not an unchanged file) go: inline `data`,
-// or, for a save with a weights file, tensors of that file.
+// or, for a save with a weights file, tensors of that file (materialized values, or
+// deferred params streamed from their file).
 struct WeightsSink {
   std::string path_in_json;   // as written in `file.path` (relative to the model's dir)
   std::string resolved;       // absolute, normalized
   int64_t min_numel = 0;
   SafetensorsDType dtype = SafetensorsDType::f64;
   std::map<std::string, SafetensorsEntry> tensors;
+  std::map<std::string, StreamedTensor> streamed;
 };
 
 // The path a `file` param reads, absolute and normalized.
@@ -589,9 +810,20 @@ json param_json(const Graph& g, const Param& p, size_t index, const std::string&
     }
     o["init"] = std::move(init);
   } else if (raw && p.source == ParamSource::file && !reads_sink &&
-             (p.file_fingerprint != 0 ? param_fingerprint(p) == p.file_fingerprint
-                                      : files.matches(p))) {
+             (p.values_deferred ||  // never loaded, so never changed
+              (p.file_fingerprint != 0 ? param_fingerprint(p) == p.file_fingerprint
+                                       : files.matches(p)))) {
     o["file"] = {{"path", rebase_path(p.file.path, g.base_dir, out_dir)}, {"key", p.file.key}};
+  } else if (p.values_deferred && sink && (numel(p.shape) >= sink->min_numel || reads_sink)) {
+    LNV_INTERNAL_ASSERT(p.values.empty(), "deferred param '" + p.name + "' holds values");
+    sink->streamed[p.name] = {&files.reader(p), &p};
+    o["file"] = {{"path", sink->path_in_json}, {"key", p.name}};
+  } else if (p.values_deferred) {
+    Param loaded = p;
+    materialize_from(files.reader(p), loaded);
+    std::vector<double> values = effective_values(loaded);
+    check_finite(values, "/params/" + std::to_string(index), p.name, "");
+    o["data"] = std::move(values);
   } else {
     std::vector<double> values = effective_values(p);
     check_finite(values, "/params/" + std::to_string(index), p.name, "");
@@ -669,6 +901,8 @@ void write_compact(std::string& out, const json& j) {
 
 uint64_t param_fingerprint(const Param& p) {
   // xxHash64-style rounds over four lanes (independent multiplies keep it memory-bound).
+  LNV_INTERNAL_ASSERT(!p.values_deferred,
+                      "param_fingerprint of param '" + p.name + "', whose values were not loaded");
   constexpr uint64_t k1 = 0x9E3779B185EBCA87ull, k2 = 0xC2B2AE3D27D4EB4Full;
   auto round = [](uint64_t acc, uint64_t w) { return std::rotl(acc + w * k2, 31) * k1; };
   auto bytes = [&](uint64_t h, const std::string& s) {
@@ -705,17 +939,31 @@ std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t se
 }
 
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir) {
-  return ModelParser(base_dir).parse(j);
+  return ModelParser(base_dir, {}).parse(j);
 }
 
-Graph load_model(const std::string& path) {
+Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
+                  const LoadOptions& options) {
+  return ModelParser(base_dir, options).parse(j);
+}
+
+Graph load_model(const std::string& path) { return load_model(path, LoadOptions{}); }
+
+Graph load_model(const std::string& path, const LoadOptions& options) {
   const json j = parse_json_text(read_file(path), path);
-  return parse_model(j, fs::path(path).parent_path().string());
+  return parse_model(j, fs::path(path).parent_path().string(), options);
+}
+
+void materialize_values(Param& p, const std::string& base_dir) {
+  if (!p.values_deferred) return;
+  const SafetensorsReader file((fs::path(base_dir) / p.file.path).string());
+  materialize_from(file, p);
 }
 
 namespace {
 
-json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* sink) {
+json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* sink,
+                      FileCheck& files) {
   json j = json::object();
   j["format"] = kFormat;
   j["version"] = kVersion;
@@ -725,7 +973,6 @@ json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* s
   j["inputs"] = json::array();
   for (const Input& in : g.inputs) j["inputs"].push_back(input_json(in));
   j["params"] = json::array();
-  FileCheck files(g.base_dir);
   for (size_t i = 0; i < g.params.size(); ++i)
     j["params"].push_back(param_json(g, g.params[i], i, out_dir, files, sink));
   j["nodes"] = json::array();
@@ -765,17 +1012,24 @@ std::string json_to_text(const json& j) {
 }  // namespace
 
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
-  return build_model_json(g, out_dir, nullptr);
+  FileCheck files(g.base_dir);
+  return build_model_json(g, out_dir, nullptr, files);
 }
 
 std::string model_to_text(const Graph& g, const std::string& out_dir) {
-  return json_to_text(build_model_json(g, out_dir, nullptr));
+  FileCheck files(g.base_dir);
+  return json_to_text(build_model_json(g, out_dir, nullptr, files));
 }
 
 void save_model(const Graph& g, const std::string& path, const SaveOptions& options) {
   const std::string out_dir = fs::path(path).parent_path().string();
+  auto write_text = [&](const std::string& text) {
+    AtomicFileWriter file(path);
+    file.write(text);
+    file.commit(options.sync);
+  };
   if (options.weights_file.empty()) {
-    write_file_atomically(path, model_to_text(g, out_dir));
+    write_text(model_to_text(g, out_dir));
     return;
   }
   WeightsSink sink;
@@ -783,10 +1037,27 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
   sink.resolved = resolved_file(options.weights_file, out_dir);
   sink.min_numel = options.min_file_numel;
   sink.dtype = options.weights_dtype;
-  const std::string text = json_to_text(build_model_json(g, out_dir, &sink));
+  FileCheck files(g.base_dir);
+  const std::string text = json_to_text(build_model_json(g, out_dir, &sink, files));
   // The weights first: the model file never points at tensors that are not there yet.
-  if (!sink.tensors.empty()) write_safetensors(sink.resolved, sink.tensors);
-  write_file_atomically(path, text);
+  if (!sink.tensors.empty() || !sink.streamed.empty()) {
+    std::vector<SafetensorsWriter::Tensor> layout;  // sorted by key (names are unique)
+    for (const auto& [key, t] : sink.tensors) layout.push_back({key, t.shape, t.dtype});
+    for (const auto& [key, t] : sink.streamed) layout.push_back({key, t.param->shape, sink.dtype});
+    std::sort(layout.begin(), layout.end(),
+              [](const auto& a, const auto& b) { return a.key < b.key; });
+    SafetensorsWriter weights(sink.resolved, layout, /*finite_only=*/true);
+    for (const SafetensorsWriter::Tensor& t : layout) {
+      if (auto it = sink.tensors.find(t.key); it != sink.tensors.end()) {
+        weights.append(it->second.values.data(), it->second.values.size());
+      } else {
+        const StreamedTensor& st = sink.streamed.at(t.key);
+        stream_param(*st.source, *st.param, t.dtype, weights);
+      }
+    }
+    weights.commit(options.sync);
+  }
+  write_text(text);
 }
 
 }  // namespace lnv

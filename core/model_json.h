@@ -31,6 +31,24 @@ Graph parse_model(const nlohmann::json& j, const std::string& base_dir);
 // throws ModelError naming the file, with line and column when the parser knows them.
 Graph load_model(const std::string& path);
 
+struct LoadOptions {
+  // `file` params are not converted to double: each is left with empty `values` and
+  // Param::values_deferred set. Its tensor's header entry, shape and offsets are
+  // validated as usual, and the stored data is checked for NaN/infinity directly (a
+  // non-finite value is the same ModelError, naming the param and flat index), so a
+  // deferred load accepts exactly the files a full load accepts. For commands that only
+  // rewrite structure (fold); the evaluators need materialized values.
+  bool defer_file_values = false;
+};
+Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
+                  const LoadOptions& options);
+Graph load_model(const std::string& path, const LoadOptions& options);
+
+// Reads the values of a deferred param from its file (relative to `base_dir`, the
+// graph's base_dir) and clears values_deferred; does nothing for other params. Throws
+// ModelError naming the file when it no longer holds the tensor as loaded.
+void materialize_values(Param& p, const std::string& base_dir);
+
 // The model.json of `g` for a file in `out_dir` (where `file` params' paths point from).
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);
 
@@ -48,6 +66,8 @@ struct SaveOptions {
   // The dtype of the tensors written into the weights file. f32 rounds each value to the
   // nearest float (centered rows then sum to ~1 ulp, not exactly 0); f64 is exact.
   SafetensorsDType weights_dtype = SafetensorsDType::f64;
+  // fsync each written file before renaming it into place (see AtomicFileWriter::commit).
+  bool sync = true;
 };
 
 // A 64-bit fingerprint of a param's file reference (path, key), shape and value bits;
@@ -55,7 +75,10 @@ struct SaveOptions {
 uint64_t param_fingerprint(const Param& p);
 
 // Writes `g` to `path` atomically (never a partial file). Overwrites an existing file.
-// With a weights file, that file is written (atomically) first.
+// With a weights file, that file is written (atomically) first. Deferred params
+// (LoadOptions::defer_file_values) are referenced when unchanged; when centered they are
+// streamed from their file into the weights file chunk by chunk (centered in double, the
+// same values effective_values gives), or materialized when they go inline.
 void save_model(const Graph& g, const std::string& path, const SaveOptions& options = {});
 
 // The values of an `init` param: the SplitMix64 stream of `name` under `seed`, `count`

@@ -119,7 +119,11 @@ struct Engine::Impl {
 
   Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
     LNV_INTERNAL_ASSERT(graph.finalized(), "the torch engine needs a finalized graph");
-    for (const Param& p : graph.params) stored.push_back(from_doubles(p.shape, p.values, dt));
+    for (const Param& p : graph.params) {
+      LNV_INTERNAL_ASSERT(!p.values_deferred, "the torch engine got param '" + p.name +
+                                                  "', whose values were not loaded (deferred)");
+      stored.push_back(from_doubles(p.shape, p.values, dt));
+    }
     effective_cache.resize(graph.params.size());
     buffers.resize(graph.nodes.size());
     timing_slot.assign(graph.nodes.size(), -1);

@@ -16,6 +16,7 @@
 
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
+#include "core/model_json.h"
 
 namespace lnv {
 namespace {
@@ -197,7 +198,17 @@ class Rewriter {
     }
   }
 
-  static void centered(Param& p, const Centering& c) {
+  void centered(Param& p, const Centering& c) const {
+    // A deferred param (values not loaded) is centered by save_model as it streams it;
+    // only a second centering needs its values now. A removed one needs none.
+    if (p.values_deferred && c.remove) {
+      p.values_deferred = false;
+      p.center_axes.clear();
+      p.values.assign(static_cast<size_t>(numel(p.shape)), 0.0);
+      p.source = ParamSource::data;
+      return;
+    }
+    if (p.values_deferred && !p.center_axes.empty()) materialize_values(p, out_.base_dir);
     if (!p.center_axes.empty()) {
       p.values = effective_values(p);
       p.center_axes.clear();

@@ -286,7 +286,11 @@ template <class T>
 std::vector<Tensor<T>> param_values(const Graph& g) {
   detail::ensure_default_precision<T>();
   std::vector<Tensor<T>> out;
-  for (const Param& p : g.params) out.push_back(from_doubles<T>(p.shape, p.values));
+  for (const Param& p : g.params) {
+    LNV_INTERNAL_ASSERT(!p.values_deferred, "evaluating param '" + p.name +
+                                                "', whose values were not loaded (deferred)");
+    out.push_back(from_doubles<T>(p.shape, p.values));
+  }
   return out;
 }
 
