@@ -1,5 +1,6 @@
 // `lnverify fold MODEL.json -o OUT.json [--mode inference|training] [--json REPORT]
-//                [--weights FILE | --inline] [--weights-dtype source|f32|f64] [--timings]`:
+//                [--weights FILE | --inline] [--weights-dtype source|f32|f64] [--timings]
+//                [--no-fsync]`:
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
@@ -11,6 +12,11 @@
 // The side file's dtype: `source` (default) is F32 when every param of at least
 // kMinFileNumel values is a `file` param stored in F32/F16/BF16 and F64 otherwise; F32
 // rounds each (double-)centered value to the nearest float, F64 is exact.
+//
+// The input is loaded with its `file` params deferred (header, shape and finiteness of the
+// stored data checked; nothing converted to double): unchanged ones are referenced and
+// centered ones are streamed from the input's file into the side file. Both files are
+// fsync'ed before being renamed into place unless --no-fsync.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -67,7 +73,7 @@ bool narrow_source(const Graph& g) {
 Action setup(CLI::App& sub) {
   struct State {
     std::string model, out, mode = "inference", json, weights, dtype = "source";
-    bool inline_values = false, timings = false;
+    bool inline_values = false, timings = false, no_fsync = false;
   };
   auto st = std::make_shared<State>();
   sub.add_option("MODEL", st->model, "model.json to rewrite")->required();
@@ -87,6 +93,9 @@ Action setup(CLI::App& sub) {
                  "F32/F16/BF16 files, else F64), f32 (nearest float) or f64 (exact)")
       ->check(CLI::IsMember({"source", "f32", "f64"}));
   sub.add_flag("--timings", st->timings, "print the seconds of load, detect, fold and save to stderr");
+  sub.add_flag("--no-fsync", st->no_fsync,
+               "do not flush the written files to disk before renaming them into place "
+               "(faster; a crash soon after may leave an empty or partial file)");
   return [st]() -> int {
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
@@ -99,12 +108,17 @@ Action setup(CLI::App& sub) {
       times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
       t0 = t;
     };
-    Graph g = load_model(st->model);
+    // File params stay deferred: the fold reads structure only, and save_model streams
+    // the params it centers from the input's file.
+    LoadOptions load;
+    load.defer_file_values = true;
+    Graph g = load_model(st->model, load);
     lap("load");
     const FoldPlan plan = detect_foldable(g, mode);
     lap("detect");
 
     SaveOptions options;
+    options.sync = !st->no_fsync;
     bool side = !st->weights.empty();
     for (const Param& p : g.params)
       side = side || p.source == ParamSource::file || numel(p.shape) >= kLargeParam;

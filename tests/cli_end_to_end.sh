@@ -63,6 +63,17 @@ run "check training" 0 "$LNV" check "$EX" --mode training --trials 1 --json "$T/
 # --- zoo + fuzz -------------------------------------------------------------------------
 run "zoo gpt2 small" 0 "$LNV" zoo gpt2 --layers 1 --hidden 8 --heads 2 --seq 4 --vocab 16 -o "$T/zoo.json"
 run "zoo model audits" 0 "$LNV" "$T/zoo.json"
+
+# --- fold of a model with safetensors weights (deferred load, streamed side file) -------
+run "zoo gpt2 with safetensors" 0 "$LNV" zoo gpt2 --layers 1 --hidden 32 --heads 2 --seq 4 --vocab 64 --safetensors -o "$T/st.json"
+run "fold of a safetensors model" 0 "$LNV" fold "$T/st.json" -o "$T/st.rms.json" --timings
+has "fold writes a side file" "weights: st.rms.safetensors \(F32\)"
+has "fold prints its timings" "timings: load .* save "
+run "fold --no-fsync" 0 "$LNV" fold "$T/st.json" -o "$T/st.nosync.json" --no-fsync
+cmp -s "$T/st.rms.safetensors" "$T/st.nosync.safetensors" && ok "--no-fsync writes the same weights" || bad "--no-fsync weights differ"
+run "folded safetensors model audits" 0 "$LNV" "$T/st.rms.json"
+has "folded safetensors model has no LayerNorm left" "0 of 0 LayerNorms|no LayerNorm"
+run "fold refuses to overwrite the weights it reads" 2 "$LNV" fold "$T/st.json" -o "$T/st2.json" --weights "$T/st.safetensors"
 run "short fuzz campaign" 0 "$LNV" fuzz --cases 5 --seed 3 --max-nodes 10 --out "$T/fuzz"
 
 # --- bad input: clear error naming the place, exit 2, no output file ----------------------
