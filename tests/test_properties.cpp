@@ -41,6 +41,9 @@ void record(const Graph& g, const FoldPlan& plan) {
   for (const LnVerdict& v : plan.layer_norms) {
     if (v.foldable[m]) {
       for (const CenterTerm& t : v.terms) ++rules_hit()[mode + " yes:" + term_kind(g, t)];
+      if (v.terms.empty()) ++rules_hit()[mode + " yes:nothing centered (dead or zero-mean input)"];
+    } else if (!v.conflicts[m].empty()) {
+      ++rules_hit()[mode + " no:conflicts with the plan"];
     } else if (!v.path[m].empty() && g.has(v.path[m].front()) &&
                g.ref(v.path[m].front()).kind == ValueRef::Kind::node) {
       ++rules_hit()[mode + " no:" + std::string(op_name(g.nodes[g.node_index(v.path[m].front())].op))];

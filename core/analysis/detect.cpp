@@ -1049,12 +1049,38 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return r;
     }
     case Op::reshape: {
+      // A block averaged whole is the mean over its input axes. A block averaged in part
+      // is not a mean over whole input axes (center over 4 rows, then [4, 3] -> [2, 6]:
+      // a group of 6 holds 2 of the rows); when its averaged output axes are the block's
+      // innermost, with P elements, each group of P holds whole runs of the innermost
+      // input axes whose sizes multiply to a divisor of P, so it is an average of their
+      // mean: the part averages over those, and the rest is marked.
+      const Shape& in = in_shape(n, 0);
       Mask a_in = 0;
       bool whole = true;
-      for (const auto& blk : analysis::reshape_blocks(in_shape(n, 0), out)) {
-        if ((blk.out & a) == 0) continue;
-        a_in |= blk.in;
-        if (!subset(blk.out, a)) whole = false;
+      for (const auto& blk : analysis::reshape_blocks(in, out)) {
+        const Mask s = blk.out & a;
+        if (s == 0) continue;
+        if (subset(blk.out, a)) {
+          a_in |= blk.in;
+          continue;
+        }
+        whole = false;
+        const int64_t lowest = analysis::axes_of(s).front();
+        bool innermost = true;
+        int64_t P = 1;
+        for (int64_t j : analysis::axes_of(blk.out)) {
+          if (j >= lowest && !(s & bit(j))) innermost = false;
+          if (s & bit(j)) P *= out[size_t(j)];
+        }
+        if (!innermost) continue;
+        const std::vector<int64_t> ins = analysis::axes_of(blk.in);
+        int64_t Q = 1;
+        for (auto it = ins.rbegin(); it != ins.rend(); ++it) {
+          Q *= in[size_t(*it)];
+          if (P % Q != 0) break;
+          a_in |= bit(*it);
+        }
       }
       if (whole) {
         r.parts.push_back({0, a_in, 1.0, 0, -1});

@@ -86,7 +86,9 @@ class FormPool {
       Entry r = e;
       r.coeff *= f.factor;
       r.qual = mix(e.qual ^ tag);
-      if (issue >= 0 && r.status == EntryStatus::term) {
+      // The outer issue also explains an inner bad term: a term the transport garbles
+      // (a reshape splitting a block) would not be repaired by fixing the term itself.
+      if (issue >= 0 && r.status != EntryStatus::opaque) {
         r.status = EntryStatus::bad_term;
         r.issue = issue;
       }
