@@ -117,6 +117,12 @@ struct Engine::Impl {
   std::vector<int> timing_slot;  // per node: index into timings, -1 for non-norms
   std::vector<NormTiming> timings;
 
+  // Float32 inference, residual add + RMSNorm in one kernel (kernels::add_rms_norm): per
+  // add node, the rms_norm node (over trailing axes) that reads it and is computed with
+  // it, or -1; per rms_norm node, its output when its add computed it in this run.
+  std::vector<int32_t> fused_norm_of_add;
+  std::vector<at::Tensor> fused_norm_out;
+
   Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
     LNV_INTERNAL_ASSERT(graph.finalized(), "the torch engine needs a finalized graph");
     for (const Param& p : graph.params) {
@@ -132,6 +138,32 @@ struct Engine::Impl {
       if (n.op != Op::layer_norm && n.op != Op::rms_norm) continue;
       timing_slot[i] = static_cast<int>(timings.size());
       timings.push_back({n.name, n.op, 0, 0, 0, 0.0});
+    }
+    plan_add_rms_norm_fusion();
+  }
+
+  // An add node of two same-shape tensors whose value an rms_norm over trailing axes reads
+  // (the first such norm in order, one per add) is computed together with that norm; the
+  // sum stays the add node's value for its other readers.
+  void plan_add_rms_norm_fusion() {
+    const Graph& graph = *g;
+    fused_norm_of_add.assign(graph.nodes.size(), -1);
+    fused_norm_out.assign(graph.nodes.size(), at::Tensor());
+    if (dt != at::kFloat || !opt.fused_rms_norm) return;
+    for (int32_t i : graph.order) {
+      const Node& n = graph.nodes[i];
+      if (n.op != Op::rms_norm) continue;
+      const ValueRef& r = graph.node_inputs[i][0];
+      if (r.kind != ValueRef::Kind::node) continue;
+      const int32_t j = r.index;
+      if (graph.nodes[j].op != Op::add || fused_norm_of_add[j] >= 0) continue;
+      const Shape& s = graph.node_shapes[j];
+      if (graph.shape_of(graph.node_inputs[j][0]) != s ||
+          graph.shape_of(graph.node_inputs[j][1]) != s)
+        continue;
+      const int64_t rank = static_cast<int64_t>(s.size());
+      if (!trailing(normalize_axes(n.axes, rank, where_of(n) + "/axes"), rank)) continue;
+      fused_norm_of_add[j] = i;
     }
   }
 
@@ -220,6 +252,7 @@ struct Engine::Impl {
 
   void forward_all() {
     values.assign(g->nodes.size(), at::Tensor());
+    for (at::Tensor& t : fused_norm_out) t = at::Tensor();
     for (int32_t i : g->order) values[i] = node(i);
     outputs.clear();
     for (const ValueRef& r : g->output_refs) outputs.push_back(value(r));
@@ -283,6 +316,46 @@ struct Engine::Impl {
       t.seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
     return y;
+  }
+
+  void record_norm_timing(int32_t i, int64_t rows, int64_t cols, double seconds) {
+    if (!timing || i < 0 || timing_slot[i] < 0) return;
+    NormTiming& t = timings[timing_slot[i]];
+    t.rows = rows;
+    t.cols = cols;
+    t.calls += 1;
+    t.seconds += seconds;
+  }
+
+  // Add node j; with a planned fusion (float32 inference, float operands of equal sizes),
+  // also computes rms_norm node fused_norm_of_add[j] into its buffer, for node() to pick
+  // up. Its norm timing covers the whole fused call, the add included.
+  at::Tensor add(int32_t j) {
+    const at::Tensor a = in(j, 0), b = in(j, 1);
+    const int32_t i = grad ? -1 : fused_norm_of_add[j];
+    if (i < 0 || a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat ||
+        a.sizes() != b.sizes())
+      return at::add(a, b);
+    const Node& n = g->nodes[i];
+    const at::Tensor w = read(i, "weight", n.weight), bias = read(i, "bias", n.bias);
+    const at::Tensor ac = a.contiguous(), bc = b.contiguous();
+    const int64_t rank = a.dim();
+    int64_t cols = 1;
+    for (int64_t ax : normalize_axes(n.axes, rank, where_of(n) + "/axes")) cols *= a.size(ax);
+    at::Tensor sum = buffer(j, a.sizes());
+    at::Tensor y = buffer(i, a.sizes());
+    using Clock = std::chrono::steady_clock;
+    const auto start = timing ? Clock::now() : Clock::time_point();
+    kernels::add_rms_norm(ac.data_ptr<float>(), bc.data_ptr<float>(),
+                          w.defined() ? w.data_ptr<float>() : nullptr,
+                          bias.defined() ? bias.data_ptr<float>() : nullptr,
+                          sum.data_ptr<float>(), y.data_ptr<float>(), a.numel() / cols, cols,
+                          static_cast<float>(n.eps));
+    if (timing)
+      record_norm_timing(i, a.numel() / cols, cols,
+                         std::chrono::duration<double>(Clock::now() - start).count());
+    fused_norm_out[i] = y;
+    return sum;
   }
 
   at::Tensor dropout(const Node& n, const at::Tensor& x) {
@@ -365,7 +438,7 @@ struct Engine::Impl {
       }
       case Op::rnn: return rnn(i, in(i, 0));
       case Op::attention: return attention(i, in(i, 0));
-      case Op::add: return at::add(in(i, 0), in(i, 1));
+      case Op::add: return add(i);
       case Op::sub: return at::sub(in(i, 0), in(i, 1));
       case Op::mul: return at::mul(in(i, 0), in(i, 1));
       case Op::div: return at::div(in(i, 0), in(i, 1));
@@ -395,6 +468,7 @@ struct Engine::Impl {
       case Op::center: return centered(in(i, 0), axes());
       case Op::layer_norm:
       case Op::rms_norm:
+        if (fused_norm_out[i].defined()) return std::move(fused_norm_out[i]);
         return norm(i, in(i, 0), n.op, axes(), read(i, "weight", n.weight),
                     read(i, "bias", n.bias), n.eps);
       case Op::kCount: break;

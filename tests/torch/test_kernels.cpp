@@ -13,6 +13,7 @@
 
 #include "core/eval/evaluator.h"
 #include "core/graph.h"
+#include "torch/engine.h"
 #include "torch/kernels/norm_kernels.h"
 
 namespace lnv {
@@ -326,6 +327,98 @@ TEST(NormKernels, FloatKernelsMatchReferenceEvaluator) {
                  tolerance<float>(), kind == Norm::rms ? "rms vs evaluator"
                                                        : "layer vs evaluator");
   }
+}
+
+// ---------------------------------------------------------------- the engine's add + rms
+
+// The torch engine computes an add node of two same-shape tensors together with the
+// rms_norm (trailing axes) that reads it, by kernels::add_rms_norm, in float32 inference;
+// the sum stays the add's value for its other readers. The graph has that pattern
+// (s -> y, s also read by z and an output), a second norm on the same add (computed on its
+// own), a broadcasting add and a norm over a non-trailing axis (neither fused).
+Graph add_norm_graph() {
+  Graph g;
+  g.name = "add_norm";
+  const int64_t D = 64;
+  g.inputs.push_back({"x", {3, 5, D}, DType::float_, 0});
+  g.inputs.push_back({"r", {3, 5, D}, DType::float_, 0});
+  auto param = [&](const std::string& name, Shape shape, uint64_t seed, double mean) {
+    Param p;
+    p.name = name;
+    p.shape = shape;
+    p.values = random_vector<double>(numel(shape), seed, mean, 0.3);
+    g.params.push_back(p);
+  };
+  param("g", {D}, 1, 1.0);
+  param("gb", {D}, 2, 0.0);
+  param("h", {D}, 3, 1.0);
+  param("rb", {D}, 4, 0.5);
+  param("g5", {5}, 5, 1.0);
+  auto node = [&](const std::string& name, Op op, std::vector<std::string> inputs,
+                  Axes axes = {}, std::string w = "", std::string b = "") {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.axes = std::move(axes);
+    n.eps = 1e-5;
+    n.weight = std::move(w);
+    n.bias = std::move(b);
+    g.nodes.push_back(n);
+  };
+  node("s", Op::add, {"x", "r"});
+  node("y", Op::rms_norm, {"s"}, {-1}, "g", "gb");          // fused with s
+  node("z", Op::add, {"s", "y"});                           // reads the sum too
+  node("y2", Op::rms_norm, {"s"}, {2}, "h");                // second norm of s: on its own
+  node("t", Op::add, {"z", "rb"});                          // broadcasting: not fused
+  node("u", Op::rms_norm, {"t"}, {-1}, "", "gb");
+  node("v", Op::add, {"u", "y2"});
+  node("w", Op::rms_norm, {"v"}, {1}, "g5");                // non-trailing axis: not fused
+  g.outputs = {"y", "z", "s", "y2", "u", "w"};
+  g.finalize();
+  return g;
+}
+
+double max_rel_diff(const Tensor<double>& want, const Tensor<double>& got) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    scale = std::max(scale, std::fabs(want.data[i]));
+    diff = std::max(diff, std::fabs(want.data[i] - got.data[i]));
+  }
+  return diff / std::max(scale, 1e-300);
+}
+
+TEST(NormKernels, EngineFusesTheResidualAddIntoRmsNorm) {
+  using torch_engine::Engine;
+  using torch_engine::Precision;
+  const Graph g = add_norm_graph();
+  Engine fused(g, {Precision::f32, true}), composed(g, {Precision::f32, false});
+  for (uint64_t seed : {11, 12}) {  // twice: the reused buffers must not leak
+    const auto inputs = eval::random_inputs<double>(g, seed);
+    const auto ref = eval::evaluate<double>(g, inputs, {});
+    const auto got = fused.forward(inputs, {});
+    const auto plain = composed.forward(inputs, {});
+    ASSERT_EQ(got.size(), ref.outputs.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].shape, ref.outputs[k].shape) << g.outputs[k];
+      EXPECT_LE(max_rel_diff(ref.outputs[k], got[k]), 1e-5) << g.outputs[k] << " seed " << seed;
+      EXPECT_LE(max_rel_diff(plain[k], got[k]), 1e-5) << g.outputs[k] << " seed " << seed;
+    }
+    // The sum is one float addition either way: bit for bit.
+    EXPECT_EQ(got[2].data, plain[2].data) << "seed " << seed;
+    EXPECT_GT(max_rel_diff(ref.outputs[0], got[0]), 0.0);  // really ran in float32
+  }
+  // The fused call is timed as the norm's call: once per run, with the norm's rows/cols.
+  fused.set_norm_timing(true);
+  fused.set_inputs(eval::random_inputs<double>(g, 13));
+  fused.run({});
+  fused.run({});
+  const auto timings = fused.norm_timings();
+  ASSERT_EQ(timings.size(), 4u);
+  EXPECT_EQ(timings[0].node, "y");
+  for (const auto& t : timings) EXPECT_EQ(t.calls, 2) << t.node;
+  EXPECT_EQ(timings[0].rows, 15);
+  EXPECT_EQ(timings[0].cols, 64);
 }
 
 }  // namespace
