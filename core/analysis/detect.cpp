@@ -457,6 +457,14 @@ class Analyzer {
     if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty())
       return inside(n.axes) && trusts(trust, x.index);
     if (n.op == Op::center) return inside(n.axes);
+    // sub(y, mean(y, B, keepdims)) is zero-mean over B.
+    if (n.op == Op::sub) {
+      const ValueRef& m = g_.node_inputs[x.index][1];
+      if (m.kind == ValueRef::Kind::node && g_.nodes[m.index].op == Op::mean &&
+          g_.nodes[m.index].keepdims && g_.node_inputs[m.index][0] == g_.node_inputs[x.index][0] &&
+          s == g_.shape_of(g_.node_inputs[x.index][0]))
+        return inside(g_.nodes[m.index].axes);
+    }
     if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
       return inside({-1});
     return false;
@@ -937,6 +945,17 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       }
       if (a == bit(int64_t(R) - 2) && ra >= 2) {
         r.parts.push_back({0, bit(int64_t(ra) - 2), 1.0, tag_of(0), -1});
+        return r;
+      }
+      // Over the rows (or columns) and more: mean_rest(mean_rows(a)·b), zero when a's mean
+      // over its rows (or b's over its columns) vanishes by construction.
+      if (ra >= 2 && (a & bit(int64_t(R) - 2)) && pool_.size(operand_mean(n, 0, bit(int64_t(ra) - 2))) == 0) {
+        r.zero = true;
+        return r;
+      }
+      if (rb >= 2 && (a & bit(int64_t(R) - 1)) &&
+          pool_.size(operand_mean(n, 1, node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1))) == 0) {
+        r.zero = true;
         return r;
       }
       r.leaf = opaque_entry(n, a, IssueKind::matmul_mixing);
