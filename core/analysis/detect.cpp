@@ -11,7 +11,6 @@
 // Both passes use explicit stacks (a 10^6-node residual stream must not overflow the call
 // stack) and share structure, so the whole analysis is O(n log n) on a deep pre-norm stack.
 #include <algorithm>
-#include <map>
 #include <tuple>
 #include <optional>
 #include <set>
@@ -93,6 +92,7 @@ struct Issue {
 struct Term {
   CenterTerm term;
   Safety safety;
+  int32_t producer = -1;                 // producer terms: the producer node
   int32_t use_node = -1, use_slot = -1;  // param terms: the edge the deviation enters by
   Mask use_mask = 0;
   bool pending = false;  // its safety is being computed
@@ -222,19 +222,25 @@ class Analyzer {
       } else {
         continue;
       }
-      std::map<int32_t, double> sum;
+      Combination terms;
       for (auto [k, c] : operands) {
         const ValueRef& r = in[k];
         if (r.kind != ValueRef::Kind::node) continue;
         if (combined[r.index] && g_.node_shapes[r.index] == g_.node_shapes[v]) {
-          for (auto [a, ca] : form[r.index]) sum[a] += c * ca;
+          for (auto [a, ca] : form[r.index]) terms.push_back({a, c * ca});
         } else {
-          sum[r.index] += c;
+          terms.push_back({r.index, c});
         }
       }
+      std::sort(terms.begin(), terms.end(),
+                [](const auto& x, const auto& y) { return x.first < y.first; });
       Combination f;
-      for (auto [a, c] : sum)
+      for (size_t i = 0; i < terms.size();) {
+        double c = 0;
+        const int32_t a = terms[i].first;
+        for (; i < terms.size() && terms[i].first == a; ++i) c += terms[i].second;
         if (c != 0.0) f.push_back({a, c});
+      }
       if (f.size() > kMaxAtoms) continue;
       form[v] = std::move(f);
       combined[v] = 1;
@@ -758,6 +764,7 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   Term t;
   t.term.kind = CenterTerm::Kind::producer;
   t.term.node = g_.nodes[n].name;
+  t.producer = n;
   // δ = -mean_f(t) is as uniform as t itself.
   feature |= uniform_[n];
   t.pending = true;
@@ -1666,14 +1673,15 @@ std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
 // LNs trusted only where nothing swapped reaches them; otherwise "no", naming the folded
 // LNs it would break (the verdict is relative to the plan: docs/DECISIONS.md).
 void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& centered,
-                          FoldPlan& plan) {
+                          const std::vector<int32_t>& ln_nodes, FoldPlan& plan) {
   const Graph& g = an.graph();
   const size_t N = g.nodes.size();
   std::vector<char> folded(N, 0), swapped(N, 0);
   std::vector<std::pair<int32_t, LnVerdict*>> candidates;
-  for (LnVerdict& v : plan.layer_norms) {
-    if (g.nodes[g.node_index(v.node)].op != Op::layer_norm) continue;  // an rnn's norm
-    const int32_t n = g.node_index(v.node);
+  for (size_t i = 0; i < plan.layer_norms.size(); ++i) {
+    LnVerdict& v = plan.layer_norms[i];
+    const int32_t n = ln_nodes[i];
+    if (n < 0) continue;  // the norm inside an rnn
     if (v.foldable[m]) {
       // A dead fold (!live_strict) changes its output, but nothing that reaches an output
       // depends on it even without any LN's zero mean, so it need not be swapped here.
@@ -1743,6 +1751,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   std::array<std::vector<char>, 2> centered_producers{std::vector<char>(g.nodes.size(), 0),
                                                       std::vector<char>(g.nodes.size(), 0)};
   std::array<std::vector<bool>, 2> seen_by_mode;
+  std::vector<int32_t> ln_nodes;  // per entry of plan.layer_norms: its node (-1: an rnn's norm)
   std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
   auto add_center = [&](const CenterTerm& t) {
     if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) {
@@ -1769,6 +1778,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
       }
       v.term_count = v.terms.size();
       plan.layer_norms.push_back(v);
+      ln_nodes.push_back(-1);
       plan.fold.push_back(v.name);
       continue;
     }
@@ -1792,8 +1802,8 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
         Analyzer& am = *by_mode[m];
         am.pool().visit_unseen(mv.form, seen_by_mode[m], [&](const Entry& e) {
           if (e.ref < 0) return;
-          const CenterTerm& t = am.terms()[e.ref].term;
-          if (t.kind == CenterTerm::Kind::producer) centered_producers[m][g.node_index(t.node)] = 1;
+          const int32_t p = am.terms()[e.ref].producer;
+          if (p >= 0) centered_producers[m][p] = 1;
         });
       }
       if (m == pm) {
@@ -1811,9 +1821,10 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
       });
     }
     plan.layer_norms.push_back(std::move(v));
+    ln_nodes.push_back(n);
   }
   for (int m = 0; m < (same_modes ? 1 : 2); ++m)
-    fold_dead_behind_lns(*by_mode[m], m, centered_producers[m], plan);
+    fold_dead_behind_lns(*by_mode[m], m, centered_producers[m], ln_nodes, plan);
   if (same_modes)
     for (LnVerdict& v : plan.layer_norms) {
       v.foldable[1] = v.foldable[0];
