@@ -117,10 +117,13 @@ struct Engine::Impl {
   std::vector<int> timing_slot;  // per node: index into timings, -1 for non-norms
   std::vector<NormTiming> timings;
 
-  // Float32 inference, residual add + RMSNorm in one kernel (kernels::add_rms_norm): per
-  // add node, the rms_norm node (over trailing axes) that reads it and is computed with
-  // it, or -1; per rms_norm node, its output when its add computed it in this run.
-  std::vector<int32_t> fused_norm_of_add;
+  // Residual add + norm. Per add node: the norm node (layer_norm or rms_norm over
+  // trailing axes; the first in order) that reads it when both operands have the add's
+  // shape, or -1. In float32 inference an rms_norm there is computed with its add in one
+  // kernel (kernels::add_rms_norm), its output kept here (per node) until node() asks.
+  // While timing, such an add's time counts as its norm's (the fused call cannot be
+  // split), so that original and folded models are timed alike at these sites.
+  std::vector<int32_t> norm_of_add;
   std::vector<at::Tensor> fused_norm_out;
 
   Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
@@ -142,28 +145,24 @@ struct Engine::Impl {
     plan_add_rms_norm_fusion();
   }
 
-  // An add node of two same-shape tensors whose value an rms_norm over trailing axes reads
-  // (the first such norm in order, one per add) is computed together with that norm; the
-  // sum stays the add node's value for its other readers.
   void plan_add_rms_norm_fusion() {
     const Graph& graph = *g;
-    fused_norm_of_add.assign(graph.nodes.size(), -1);
+    norm_of_add.assign(graph.nodes.size(), -1);
     fused_norm_out.assign(graph.nodes.size(), at::Tensor());
-    if (dt != at::kFloat || !opt.fused_rms_norm) return;
     for (int32_t i : graph.order) {
       const Node& n = graph.nodes[i];
-      if (n.op != Op::rms_norm) continue;
+      if (n.op != Op::rms_norm && n.op != Op::layer_norm) continue;
       const ValueRef& r = graph.node_inputs[i][0];
       if (r.kind != ValueRef::Kind::node) continue;
       const int32_t j = r.index;
-      if (graph.nodes[j].op != Op::add || fused_norm_of_add[j] >= 0) continue;
+      if (graph.nodes[j].op != Op::add || norm_of_add[j] >= 0) continue;
       const Shape& s = graph.node_shapes[j];
       if (graph.shape_of(graph.node_inputs[j][0]) != s ||
           graph.shape_of(graph.node_inputs[j][1]) != s)
         continue;
       const int64_t rank = static_cast<int64_t>(s.size());
       if (!trailing(normalize_axes(n.axes, rank, where_of(n) + "/axes"), rank)) continue;
-      fused_norm_of_add[j] = i;
+      norm_of_add[j] = i;
     }
   }
 
@@ -327,15 +326,25 @@ struct Engine::Impl {
     t.seconds += seconds;
   }
 
-  // Add node j; with a planned fusion (float32 inference, float operands of equal sizes),
-  // also computes rms_norm node fused_norm_of_add[j] into its buffer, for node() to pick
-  // up. Its norm timing covers the whole fused call, the add included.
+  // Add node j. Where it feeds a norm (norm_of_add) that is an rms_norm, in float32
+  // inference with float operands of equal sizes, it also computes that norm into the
+  // norm's buffer, for node() to pick up; the fused call is timed as the norm's call.
+  // Elsewhere a feeding add is timed into its norm's seconds (the norm counts the call).
   at::Tensor add(int32_t j) {
+    using Clock = std::chrono::steady_clock;
     const at::Tensor a = in(j, 0), b = in(j, 1);
-    const int32_t i = grad ? -1 : fused_norm_of_add[j];
-    if (i < 0 || a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat ||
-        a.sizes() != b.sizes())
-      return at::add(a, b);
+    const int32_t i = norm_of_add[j];
+    const bool fuse = i >= 0 && !grad && dt == at::kFloat && opt.fused_rms_norm &&
+                      g->nodes[i].op == Op::rms_norm && a.scalar_type() == at::kFloat &&
+                      b.scalar_type() == at::kFloat && a.sizes() == b.sizes();
+    if (!fuse) {
+      if (!(timing && i >= 0 && timing_slot[i] >= 0)) return at::add(a, b);
+      const auto start = Clock::now();
+      at::Tensor sum = at::add(a, b);
+      timings[timing_slot[i]].seconds +=
+          std::chrono::duration<double>(Clock::now() - start).count();
+      return sum;
+    }
     const Node& n = g->nodes[i];
     const at::Tensor w = read(i, "weight", n.weight), bias = read(i, "bias", n.bias);
     const at::Tensor ac = a.contiguous(), bc = b.contiguous();
@@ -344,7 +353,6 @@ struct Engine::Impl {
     for (int64_t ax : normalize_axes(n.axes, rank, where_of(n) + "/axes")) cols *= a.size(ax);
     at::Tensor sum = buffer(j, a.sizes());
     at::Tensor y = buffer(i, a.sizes());
-    using Clock = std::chrono::steady_clock;
     const auto start = timing ? Clock::now() : Clock::time_point();
     kernels::add_rms_norm(ac.data_ptr<float>(), bc.data_ptr<float>(),
                           w.defined() ? w.data_ptr<float>() : nullptr,

@@ -148,6 +148,8 @@ std::string format_model_bench(const ModelBenchResult& r) {
   auto median_call = [](const VariantResult& v, size_t k) {
     return k < v.norm_call_seconds.size() ? v.norm_call_seconds[k].median : 0.0;
   };
+  os << "  (a norm fed by a same-shape residual add is timed with that add: the folded\n"
+        "  float32 model runs the two as one add+rms_norm kernel, which cannot be split)\n";
   std::snprintf(line, sizeof line, "  %-28s %-11s %13s %13s %8s\n", "norm node (median)",
                 "shape", "original us", "folded us", "ratio");
   os << line;

@@ -419,6 +419,15 @@ TEST(NormKernels, EngineFusesTheResidualAddIntoRmsNorm) {
   for (const auto& t : timings) EXPECT_EQ(t.calls, 2) << t.node;
   EXPECT_EQ(timings[0].rows, 15);
   EXPECT_EQ(timings[0].cols, 64);
+  // Unfused, the feeding add is timed into its norm, which still counts one call per run.
+  composed.set_norm_timing(true);
+  composed.set_inputs(eval::random_inputs<double>(g, 13));
+  composed.run({});
+  composed.run({});
+  for (const auto& t : composed.norm_timings()) {
+    EXPECT_EQ(t.calls, 2) << t.node;
+    EXPECT_GT(t.seconds, 0) << t.node;
+  }
 }
 
 }  // namespace
