@@ -18,7 +18,8 @@
 // in between; a copy reads and writes all the time. For tensors that come from memory
 // (not the caches) and short rows, the kernels therefore go row by row (blocks of one
 // row: one read and one write stream, like a copy - 4-row blocks keep 4 of each going,
-// which measured 8-14 points of copy bandwidth slower from memory) and each write pass
+// which measured 3-14 points of copy bandwidth slower from memory in most of our runs,
+// though not in all) and each write pass
 // prefetches the next row (prefetches_next_block() says when; the measurements that
 // chose the rule are in docs/kernels.md).
 #include "torch/kernels/norm_kernels.h"
