@@ -1068,10 +1068,24 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return r;
     }
     case Op::transpose: {
+      // The mean over the averaged axes is a tensor over the others; when the transpose
+      // reorders those (of size > 1), it is a permuted tensor: a transport that qualifies
+      // the atoms (by the permutation), so it does not cancel against the unpermuted one.
       Mask a_in = 0;
-      for (size_t i = 0; i < R; ++i)
-        if (a & bit(int64_t(i))) a_in |= bit(node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i]);
-      r.parts.push_back({0, a_in, 1.0, 0, -1});
+      uint64_t order = 0;
+      int64_t last = -1;
+      bool kept = true;
+      for (size_t i = 0; i < R; ++i) {
+        const int64_t p = node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i];
+        if (a & bit(int64_t(i))) {
+          a_in |= bit(p);
+        } else if (out[i] != 1) {
+          kept = kept && p > last;
+          last = p;
+          order = order * 131 + uint64_t(p) + 1;
+        }
+      }
+      r.parts.push_back({0, a_in, 1.0, kept ? 0 : (order << 8) + 0xfe, -1});
       return r;
     }
     case Op::reshape: {
