@@ -28,7 +28,7 @@ struct Options {
   std::string model, zoo, json_path, clock = "wall";
   std::vector<int64_t> seqs;
   int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, batch = 0;
-  int threads = 0, repeats = 7, kernel_repeats = 15;
+  int threads = 0, repeats = 7, kernel_repeats = lnv::torch::KernelBenchOptions{}.repeats;
   bool skip_kernels = false;
 };
 
@@ -178,7 +178,7 @@ Action setup(CLI::App& sub) {
                  "ATen/OpenMP threads (default: the hardware's count)");
   sub.add_option("--repeats", st->repeats, "timed forwards per model variant (default 7)");
   sub.add_option("--kernel-repeats", st->kernel_repeats,
-                 "samples per kernel and shape (default 15)");
+                 "interleaved rounds per kernel and shape (default 21)");
   sub.add_option("--clock", st->clock,
                  "wall (default) or cpu: process CPU time, steadier on a loaded machine");
   sub.add_flag("--no-kernels", st->skip_kernels, "skip the kernel table");

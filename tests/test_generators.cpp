@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "tests/rc_default_seed.h"
+
 #include "generators/random_graph.h"
 
 namespace lnv::gen {

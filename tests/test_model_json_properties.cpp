@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "tests/rc_default_seed.h"
+
 #include "core/model_json.h"
 #include "generators/random_graph.h"
 

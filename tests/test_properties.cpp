@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "tests/rc_default_seed.h"
+
 #include "checkers/equivalence.h"
 #include "core/analysis/fold_plan.h"
 #include "generators/random_graph.h"

@@ -10,7 +10,8 @@
 //   auto outs = e.forward(eval::random_inputs<double>(g, seed), {Mode::inference, seed});
 //
 // Speed: params are converted once, at construction. In float32 without gradients the
-// rms_norm nodes over trailing axes run the fused kernel lnv::kernels::rms_norm, and
+// rms_norm nodes over trailing axes run the fused kernel lnv::kernels::rms_norm (an `add`
+// of two same-shape tensors read by one runs with it as lnv::kernels::add_rms_norm), and
 // rms_norm and linear outputs are written into buffers kept from one run to the next (a
 // fresh large allocation page-faults on every call); layer_norm runs at::layer_norm.
 #pragma once
