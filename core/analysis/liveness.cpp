@@ -1,0 +1,287 @@
+// The analyzer's readings of "zero" and "live" (analyzer.h): structural zeros, values no
+// graph output depends on (also through cancelling sums), the axes along which a value is
+// uniform, and the check that swapping dead LayerNorms together with a plan reaches no
+// output. Which LayerNorms' zero-mean outputs a reading may trust is a Trust.
+#include <algorithm>
+
+#include "core/analysis/analyzer.h"
+
+namespace lnv::analysis::detail {
+
+Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
+  const size_t n = g.nodes.size();
+  uses_.assign(n, {});
+  for (size_t c = 0; c < n; ++c)
+    for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
+      const ValueRef& r = g.node_inputs[c][k];
+      if (r.kind == ValueRef::Kind::node) uses_[r.index].push_back({int32_t(c), int32_t(k)});
+    }
+  is_output_.assign(n, false);
+  for (const ValueRef& r : g.output_refs)
+    if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
+  // Two readings of "zero" and "live": `strict` trusts only what no rewrite changes
+  // (sub(a, a), scale 0, center, cbwc); the other also trusts LayerNorms, which stay
+  // LayerNorms or are folded exactly — except the LN being judged, whose own fold must
+  // not be justified by its own zero-mean output (hence LN deadness uses strict).
+  for (bool strict : {true, false}) {
+    std::vector<bool>& zero = strict ? zero_strict_ : zero_;
+    std::vector<bool>& live = strict ? live_strict_ : live_;
+    const Trust trust{.lns = !strict};
+    zero.assign(n, false);
+    for (int32_t v : g.order) zero[v] = structurally_zero(v, zero, trust);
+    // Live: some graph output depends on it. A structurally zero node depends on nothing.
+    live.assign(n, false);
+    for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
+      const int32_t v = *it;
+      bool l = is_output_[v];
+      for (auto [c, k] : uses_[v]) l = l || (live[c] && !ignores_inputs(c, zero, trust));
+      live[v] = l && !zero[v];
+    }
+  }
+  // An LN can also be dead because its contributions cancel between routes
+  // (`sub(a, add(a, c))`): such an LN is dead in both readings.
+  const std::vector<bool> through_sums = live_through_sums(zero_strict_, Trust{.lns = false});
+  for (size_t v = 0; v < n; ++v)
+    if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
+  uniform_.assign(n, 0);
+  for (int32_t v : g.order) uniform_[v] = uniform_axes(v);
+  for (size_t i = 0; i < n; ++i)
+    if (g.node_shapes[i].size() > 63)
+      throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
+}
+
+std::vector<bool> Analyzer::live_through_sums(const std::vector<bool>& zero, const Trust& trust) const {
+  constexpr size_t kMaxAtoms = 8;
+  using Combination = std::vector<std::pair<int32_t, double>>;  // sorted by node
+  const size_t n = g_.nodes.size();
+  std::vector<Combination> form(n);
+  std::vector<char> combined(n, 0);
+  for (int32_t v : g_.order) {
+    const Node& node = g_.nodes[v];
+    if (zero[v]) {
+      combined[v] = 1;
+      continue;
+    }
+    const auto& in = g_.node_inputs[v];
+    std::vector<std::pair<size_t, double>> operands;  // (input slot, coefficient)
+    if (node.op == Op::add || node.op == Op::sub) {
+      operands = {{0, 1.0}, {1, node.op == Op::sub ? -1.0 : 1.0}};
+    } else if (node.op == Op::scale) {
+      operands = {{0, node.factor}};
+    } else if (node.op == Op::dropout && (mode_ == Mode::inference || node.p == 0.0)) {
+      operands = {{0, 1.0}};
+    } else {
+      continue;
+    }
+    Combination terms;
+    for (auto [k, c] : operands) {
+      const ValueRef& r = in[k];
+      if (r.kind != ValueRef::Kind::node) continue;
+      if (combined[r.index] && g_.node_shapes[r.index] == g_.node_shapes[v]) {
+        for (auto [a, ca] : form[r.index]) terms.push_back({a, c * ca});
+      } else {
+        terms.push_back({r.index, c});
+      }
+    }
+    std::sort(terms.begin(), terms.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    Combination f;
+    for (size_t i = 0; i < terms.size();) {
+      double c = 0;
+      const int32_t a = terms[i].first;
+      for (; i < terms.size() && terms[i].first == a; ++i) c += terms[i].second;
+      if (c != 0.0) f.push_back({a, c});
+    }
+    if (f.size() > kMaxAtoms) continue;
+    form[v] = std::move(f);
+    combined[v] = 1;
+  }
+  std::vector<bool> live(n, false);
+  auto mark = [&](int32_t r) {
+    if (!combined[r]) {
+      live[r] = true;
+      return;
+    }
+    for (auto [a, c] : form[r]) live[a] = true;
+  };
+  for (const ValueRef& r : g_.output_refs)
+    if (r.kind == ValueRef::Kind::node) mark(r.index);
+  for (auto it = g_.order.rbegin(); it != g_.order.rend(); ++it) {
+    const int32_t v = *it;
+    if (combined[v] || !live[v] || ignores_inputs(v, zero, trust)) continue;
+    for (const ValueRef& r : g_.node_inputs[v])
+      if (r.kind == ValueRef::Kind::node) mark(r.index);
+  }
+  return live;
+}
+
+bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::vector<char>& folded,
+                                   const std::vector<char>& centered, std::vector<int32_t>* blame) const {
+  const size_t n = g_.nodes.size();
+  std::vector<bool> zero(n, false);
+  std::vector<char> changed(n, 0), unzeroed(n, 0), distrusted(n, 0);
+  const Trust trust{.lns = true, .distrusted = &distrusted, .consulted = blame};
+  for (int32_t v : g_.order) {
+    const Node& node = g_.nodes[v];
+    if (swapped[v]) {
+      changed[v] = unzeroed[v] = distrusted[v] = 1;
+    } else {
+      zero[v] = structurally_zero(v, zero, trust);
+      if (!ignores_inputs(v, zero, trust))
+        for (const ValueRef& r : g_.node_inputs[v])
+          if (r.kind == ValueRef::Kind::node) {
+            changed[v] |= changed[r.index];
+            unzeroed[v] |= unzeroed[r.index];
+          }
+      const bool keeps_zero_mean =
+          centered[v] || node.op == Op::center ||
+          (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() &&
+           !(folded[v] && unzeroed[v]));
+      if (node.op == Op::layer_norm && folded[v] && unzeroed[v]) distrusted[v] = 1;
+      if (keeps_zero_mean) unzeroed[v] = 0;
+    }
+    if (changed[v] && is_output_[v]) return true;
+  }
+  return false;
+}
+
+bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const {
+  if (x.kind != ValueRef::Kind::node) return false;
+  const Node& n = g_.nodes[x.index];
+  const Shape& s = g_.node_shapes[x.index];
+  const Mask b = analysis::mask_of(axes);
+  auto inside = [&](const Axes& own) {
+    const Mask m = analysis::mask_of(normalize_axes(own, int64_t(s.size()), n.name)) &
+                   ~analysis::size1_mask(s);
+    return m != 0 && subset(m, b);
+  };
+  if (n.op == Op::layer_norm && n.weight.empty() && n.bias.empty())
+    return inside(n.axes) && trusts(trust, x.index);
+  if (n.op == Op::center) return inside(n.axes);
+  // sub(y, mean(y, B, keepdims)) is zero-mean over B.
+  if (n.op == Op::sub) {
+    const ValueRef& m = g_.node_inputs[x.index][1];
+    if (m.kind == ValueRef::Kind::node && g_.nodes[m.index].op == Op::mean &&
+        g_.nodes[m.index].keepdims && g_.node_inputs[m.index][0] == g_.node_inputs[x.index][0] &&
+        s == g_.shape_of(g_.node_inputs[x.index][0]))
+      return inside(g_.nodes[m.index].axes);
+  }
+  if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
+    return inside({-1});
+  return false;
+}
+
+Mask Analyzer::uniform_axes(int32_t v) const {
+  const Node& n = g_.nodes[v];
+  const Shape& out = g_.node_shapes[v];
+  const size_t R = out.size();
+  const Mask all = R >= 64 ? ~Mask(0) : (Mask(1) << R) - 1;
+  if (zero_[v]) return all;
+  const auto& in = g_.node_inputs[v];
+  auto of = [&](size_t k) -> Mask {
+    const ValueRef& r = in[k];
+    const Shape& s = g_.shape_of(r);
+    const Mask own = r.kind == ValueRef::Kind::node ? uniform_[r.index] : analysis::size1_mask(s);
+    return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
+  };
+  Mask m = 0;
+  switch (n.op) {
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::exp:
+    case Op::scale:
+      m = of(0);
+      break;
+    case Op::dropout:
+      m = mode_ == Mode::training && n.p > 0.0 ? 0 : of(0);
+      break;
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+      m = of(0) & of(1);
+      break;
+    case Op::linear:
+      m = of(0) & ~bit(int64_t(R) - 1);
+      break;
+    default:
+      m = 0;
+  }
+  return (m & all) | analysis::size1_mask(out);
+}
+
+bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const {
+  const Node& n = g_.nodes[c];
+  const Shape& s = g_.node_shapes[c];
+  if (zero[c]) return true;
+  if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
+  if (n.op == Op::layer_norm || n.op == Op::center) {
+    for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
+      if (s[a] != 1) return false;
+    return n.op == Op::center || trusts(trust, c);
+  }
+  return false;
+}
+
+bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const {
+  const Node& n = g_.nodes[v];
+  const auto& in = g_.node_inputs[v];
+  auto z = [&](size_t k) { return in[k].kind == ValueRef::Kind::node && zero[in[k].index]; };
+  auto all_zero = [&]() {
+    for (size_t k = 0; k < in.size(); ++k)
+      if (!z(k)) return false;
+    return true;
+  };
+  switch (n.op) {
+    case Op::sub:
+      return alias(in[0]) == alias(in[1]) || all_zero();
+    case Op::scale:
+      return n.factor == 0.0 || all_zero();
+    case Op::mul:
+    case Op::matmul:
+      return z(0) || z(1);
+    case Op::div:
+      return z(0);
+    case Op::linear:
+    case Op::conv1d:
+    case Op::conv2d:
+      return z(0) && n.bias.empty();
+    case Op::layer_norm:
+    case Op::rms_norm:
+      return z(0) && n.bias.empty();
+    case Op::attention:
+      return z(0) && n.bv.empty() && n.bo.empty();
+    case Op::mean:
+      return all_zero() ||
+             zero_mean_over(in[0],
+                            normalize_axes(n.axes, int64_t(g_.shape_of(in[0]).size()), n.name),
+                            trust);
+    case Op::add:
+    case Op::dropout:
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::silu:
+    case Op::max:
+    case Op::transpose:
+    case Op::reshape:
+    case Op::concat:
+    case Op::center:
+      return all_zero();
+    case Op::rnn:
+      // h_t = act(N(W_ih·0 + W_hh·h_{t-1})) stays 0 from h_0 = 0 when nothing adds a bias.
+      return z(0) && n.bias.empty() && (!n.norm || n.norm->bias.empty());
+    case Op::embedding:
+    case Op::sigmoid:
+    case Op::exp:
+    case Op::softmax:
+    case Op::kCount:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace lnv::analysis::detail
