@@ -472,6 +472,21 @@ class Analyzer {
     return carrier;
   }
   // sub(v, m) or sub(m, v) with m = mean or max(v, B ⊆ u, keepdims): the deviation cancels.
+  // The center node cn when s = sub(v, cn) or sub(cn, v) with cn = center(v, B), s of v's
+  // shape (s is then ±mean_B(v)); -1 otherwise.
+  int32_t center_partner(int32_t s, int32_t v) const {
+    if (g_.nodes[s].op != Op::sub || !(out_shape(s) == out_shape(v))) return -1;
+    const auto& in = g_.node_inputs[s];
+    for (int k = 0; k < 2; ++k) {
+      const ValueRef& a = in[k];
+      const ValueRef& b = in[1 - k];
+      if (a.kind == ValueRef::Kind::node && a.index == v && b.kind == ValueRef::Kind::node &&
+          g_.nodes[b.index].op == Op::center && g_.node_inputs[b.index][0].kind == ValueRef::Kind::node &&
+          g_.node_inputs[b.index][0].index == v)
+        return b.index;
+    }
+    return -1;
+  }
   bool cancels_with_mean(int32_t c, int32_t v, Mask u) const {
     if (g_.nodes[c].op != Op::sub) return false;
     const auto& in = g_.node_inputs[c];

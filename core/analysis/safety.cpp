@@ -256,6 +256,31 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       }
       continue;
     }
+    // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
+    // constant along u and B. A center of v keeps its other uses' routes.
+    if (const int32_t cn = center_partner(c, v); cn >= 0) {
+      if (!follow(c, k, u | norm_axes(cn))) return ex;
+      continue;
+    }
+    if (g_.nodes[c].op == Op::center) {
+      bool paired = false;
+      for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
+      if (paired) {
+        if (!live_[c]) continue;
+        if (is_output_[c]) {
+          ex.immediate.ok = false;
+          ex.immediate.break_node = c;
+          ex.immediate.kind = BreakKind::output;
+          return ex;
+        }
+        const EdgeResult e = edge(c, k, u);
+        if (e.kind == EdgeResult::absorb) continue;
+        const Mask uc = canon_u(c, e.u);
+        for (auto [c2, k2] : uses_[c])
+          if (center_partner(c2, v) != c && !follow(c2, k2, uc)) return ex;
+        continue;
+      }
+    }
     if (!follow(c, k, u)) return ex;
   }
   return ex;
