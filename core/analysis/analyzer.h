@@ -289,7 +289,7 @@ class Analyzer {
   FormPool pool_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
   std::vector<bool> is_output_, live_, zero_, live_strict_, zero_strict_;
-  std::vector<Mask> uniform_;
+  std::vector<Mask> uniform_, uniform_strict_;  // per reading, like zero_ / zero_strict_
 
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
   // when it is constant along the axis: the value they copy.
@@ -313,7 +313,7 @@ class Analyzer {
 
   // Axes along which a node's value is the same everywhere by construction (it does not
   // depend on the position there): zero values, and what is computed from them.
-  Mask uniform_axes(int32_t v) const;
+  Mask uniform_axes(int32_t v, const std::vector<bool>& zero, const std::vector<Mask>& uniform) const;
 
   // The value a ref equals by construction: through identities (an inference dropout, a
   // dropout with p = 0, a scale by 1).

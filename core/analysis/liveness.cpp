@@ -28,7 +28,14 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
     std::vector<bool>& live = strict ? live_strict_ : live_;
     const Trust trust{.lns = !strict};
     zero.assign(n, false);
-    for (int32_t v : g.order) zero[v] = structurally_zero(v, zero, trust);
+    std::vector<Mask>& uniform = strict ? uniform_strict_ : uniform_;
+    uniform.assign(n, 0);
+    for (int32_t v : g.order) {
+      zero[v] = structurally_zero(v, zero, trust);
+      // Uniform axes of each reading, in the same order (an LN of a value uniform along
+      // its axes outputs its bias).
+      uniform[v] = uniform_axes(v, zero, uniform);
+    }
     // Live: some graph output depends on it. A structurally zero node depends on nothing.
     live.assign(n, false);
     for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
@@ -43,8 +50,6 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   const std::vector<bool> through_sums = live_through_sums(zero_strict_, Trust{.lns = false});
   for (size_t v = 0; v < n; ++v)
     if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
-  uniform_.assign(n, 0);
-  for (int32_t v : g.order) uniform_[v] = uniform_axes(v);
   for (size_t i = 0; i < n; ++i)
     if (g.node_shapes[i].size() > 63)
       throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
@@ -171,17 +176,24 @@ bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& 
   return false;
 }
 
-Mask Analyzer::uniform_axes(int32_t v) const {
+Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
+                             const std::vector<Mask>& uniform) const {
   const Node& n = g_.nodes[v];
   const Shape& out = g_.node_shapes[v];
   const size_t R = out.size();
   const Mask all = R >= 64 ? ~Mask(0) : (Mask(1) << R) - 1;
-  if (zero_[v]) return all;
+  if (zero[v]) return all;
   const auto& in = g_.node_inputs[v];
+  // sub(a, center(a, B)) is the mean of a over B: uniform along B too.
+  if (n.op == Op::sub)
+    for (const ValueRef& a : in)
+      if (a.kind == ValueRef::Kind::node)
+        if (const int32_t cn = center_partner(v, a.index); cn >= 0)
+          return ((uniform[a.index] | norm_axes(cn)) & all) | analysis::size1_mask(out);
   auto of = [&](size_t k) -> Mask {
     const ValueRef& r = in[k];
     const Shape& s = g_.shape_of(r);
-    const Mask own = r.kind == ValueRef::Kind::node ? uniform_[r.index] : analysis::size1_mask(s);
+    const Mask own = r.kind == ValueRef::Kind::node ? uniform[r.index] : analysis::size1_mask(s);
     return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
   };
   Mask m = 0;
@@ -250,6 +262,19 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::conv2d:
       return z(0) && n.bias.empty();
     case Op::layer_norm:
+      // LN of a value uniform along its axes is its bias (here none), whatever the value;
+      // an RMSNorm is not, so only a reading that trusts this LN uses it.
+      // A plan check (some LNs distrusted) reads the strict uniform axes, which no swap
+      // changes.
+      if (n.bias.empty() && trusts(trust, v) && in[0].kind == ValueRef::Kind::node) {
+        const std::vector<Mask>& uniform = trust.distrusted ? uniform_strict_ : uniform_;
+        const Shape& s = g_.node_shapes[v];
+        const Mask axes = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name)) &
+                          ~analysis::size1_mask(s);
+        if (size_t(in[0].index) < uniform.size() && subset(axes, uniform[in[0].index]))
+          return true;
+      }
+      return z(0) && n.bias.empty();
     case Op::rms_norm:
       return z(0) && n.bias.empty();
     case Op::attention:
