@@ -294,6 +294,7 @@ class Analyzer {
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
   // when it is constant along the axis: the value they copy.
   ValueRef copy_root(ValueRef x, int64_t axis) const {
+    x = alias(x);
     while (x.kind == ValueRef::Kind::node && g_.nodes[x.index].op == Op::concat) {
       const Node& n = g_.nodes[x.index];
       const int64_t R = int64_t(g_.node_shapes[x.index].size());

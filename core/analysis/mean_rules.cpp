@@ -381,7 +381,7 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::concat: {
       const int64_t c = normalize_axis(node.axis, int64_t(R), node.name);
       bool copies = in_shape(n, 0)[c] == 1;
-      for (const ValueRef& x : g_.node_inputs[n]) copies = copies && x == g_.node_inputs[n][0];
+      for (const ValueRef& x : g_.node_inputs[n]) copies = copies && alias(x) == alias(g_.node_inputs[n][0]);
       if (copies) {
         // Copies of one value of size 1 along the axis: a broadcast of it.
         r.parts.push_back({0, a & ~bit(c), 1.0, 0, -1});
