@@ -169,11 +169,14 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
 
 Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   Expansion ex;
+  auto break_at_output = [&](int32_t c) {
+    ex.immediate.ok = false;
+    ex.immediate.break_node = c;
+    ex.immediate.kind = BreakKind::output;
+  };
   if (!live_[v]) return ex;
   if (is_output_[v]) {
-    ex.immediate.ok = false;
-    ex.immediate.break_node = v;
-    ex.immediate.kind = BreakKind::output;
+    break_at_output(v);
     return ex;
   }
   auto follow = [&](int32_t c, int k, Mask uu) -> bool {
@@ -225,9 +228,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       if (feeds_bundle) {
         if (!live_[c]) continue;
         if (is_output_[c]) {
-          ex.immediate.ok = false;
-          ex.immediate.break_node = c;
-          ex.immediate.kind = BreakKind::output;
+          break_at_output(c);
           return ex;
         }
         const Mask up = canon_u(c, edge(c, k, u).u);
@@ -244,9 +245,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     if (is_mean_of(c, v, u) && live_[c]) {
       // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
       if (is_output_[c]) {
-        ex.immediate.ok = false;
-        ex.immediate.break_node = c;
-        ex.immediate.kind = BreakKind::output;
+        break_at_output(c);
         return ex;
       }
       const Mask um = canon_u(c, edge(c, 0, u).u);
@@ -268,9 +267,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       if (paired) {
         if (!live_[c]) continue;
         if (is_output_[c]) {
-          ex.immediate.ok = false;
-          ex.immediate.break_node = c;
-          ex.immediate.kind = BreakKind::output;
+          break_at_output(c);
           return ex;
         }
         const EdgeResult e = edge(c, k, u);
