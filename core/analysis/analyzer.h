@@ -352,6 +352,10 @@ class Analyzer {
   // Whether node v is identically zero whatever the inputs and (generic) params:
   // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
   bool structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const;
+  // Whether LN v outputs its bias whatever its input, in a reading: its input is uniform
+  // along its axes (or they have size 1), and the reading trusts v to stay a LayerNorm
+  // (an RMSNorm of a uniform value is not its bias).
+  bool ln_of_uniform(int32_t v, const Trust& trust) const;
   std::unordered_map<Key, Form, KeyHash> means_;
   std::unordered_map<Key, Safety, KeyHash> safe_;
   std::vector<Term> terms_;

@@ -230,12 +230,27 @@ bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Tr
   const Shape& s = g_.node_shapes[c];
   if (zero[c]) return true;
   if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
-  if (n.op == Op::layer_norm || n.op == Op::center) {
+  if (n.op == Op::layer_norm) return ln_of_uniform(c, trust);
+  if (n.op == Op::center) {
     for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
       if (s[a] != 1) return false;
-    return n.op == Op::center || trusts(trust, c);
+    return true;
   }
   return false;
+}
+
+bool Analyzer::ln_of_uniform(int32_t v, const Trust& trust) const {
+  const Node& n = g_.nodes[v];
+  const ValueRef& in = g_.node_inputs[v][0];
+  if (!trusts(trust, v)) return false;
+  // A plan check (some LNs distrusted) reads the strict uniform axes, which no swap changes.
+  const std::vector<Mask>& uniform = trust.distrusted ? uniform_strict_ : uniform_;
+  const Shape& s = g_.node_shapes[v];
+  const Mask axes = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name)) &
+                    ~analysis::size1_mask(s);
+  if (axes == 0) return true;
+  return in.kind == ValueRef::Kind::node && size_t(in.index) < uniform.size() &&
+         subset(axes, uniform[in.index]);
 }
 
 bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const {
@@ -264,16 +279,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::layer_norm:
       // LN of a value uniform along its axes is its bias (here none), whatever the value;
       // an RMSNorm is not, so only a reading that trusts this LN uses it.
-      // A plan check (some LNs distrusted) reads the strict uniform axes, which no swap
-      // changes.
-      if (n.bias.empty() && trusts(trust, v) && in[0].kind == ValueRef::Kind::node) {
-        const std::vector<Mask>& uniform = trust.distrusted ? uniform_strict_ : uniform_;
-        const Shape& s = g_.node_shapes[v];
-        const Mask axes = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name)) &
-                          ~analysis::size1_mask(s);
-        if (size_t(in[0].index) < uniform.size() && subset(axes, uniform[in[0].index]))
-          return true;
-      }
+      if (n.bias.empty() && ln_of_uniform(v, trust)) return true;
       return z(0) && n.bias.empty();
     case Op::rms_norm:
       return z(0) && n.bias.empty();

@@ -266,12 +266,12 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
       if (paired) {
         if (!live_[c]) continue;
+        const EdgeResult e = edge(c, k, u);
+        if (e.kind == EdgeResult::absorb) continue;  // the center's output is unchanged
         if (is_output_[c]) {
           break_at_output(c);
           return ex;
         }
-        const EdgeResult e = edge(c, k, u);
-        if (e.kind == EdgeResult::absorb) continue;
         const Mask uc = canon_u(c, e.u);
         for (auto [c2, k2] : uses_[c])
           if (center_partner(c2, v) != c && !follow(c2, k2, uc)) return ex;
