@@ -120,6 +120,20 @@ struct Trust {
   std::vector<int32_t>* consulted = nullptr;
 };
 
+// Sums, differences, scales and identities of values of one shape as linear combinations
+// of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
+// result's shape stays one atom, its broadcast fixed by the shapes) with exact
+// coefficients, so `(a + c) - a` is `c`. A combination of more than kMaxAtoms atoms is not
+// kept (the node is then an atom itself). Filled in topological order.
+struct SumForms {
+  using Atom = ValueRef;
+  static constexpr size_t kMaxAtoms = 8;
+  std::vector<std::vector<std::pair<Atom, double>>> form;
+  std::vector<char> combined;  // form[v] holds v's combination (empty: v is 0)
+  explicit SumForms(size_t n) : form(n), combined(n, 0) {}
+  void add(const Graph& g, int32_t v, const std::vector<bool>& zero, Mode mode);
+};
+
 class Analyzer {
  public:
   Analyzer(const Graph& g, Mode mode);
@@ -314,7 +328,8 @@ class Analyzer {
 
   // Axes along which a node's value is the same everywhere by construction (it does not
   // depend on the position there): zero values, and what is computed from them.
-  Mask uniform_axes(int32_t v, const std::vector<bool>& zero, const std::vector<Mask>& uniform) const;
+  Mask uniform_axes(int32_t v, const std::vector<bool>& zero, const std::vector<Mask>& uniform,
+                    const SumForms& sums) const;
 
   // The value a ref equals by construction: through identities (an inference dropout, a
   // dropout with p = 0, a scale by 1).

@@ -30,11 +30,13 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
     zero.assign(n, false);
     std::vector<Mask>& uniform = strict ? uniform_strict_ : uniform_;
     uniform.assign(n, 0);
+    SumForms sums(n);
     for (int32_t v : g.order) {
       zero[v] = structurally_zero(v, zero, trust);
       // Uniform axes of each reading, in the same order (an LN of a value uniform along
       // its axes outputs its bias).
-      uniform[v] = uniform_axes(v, zero, uniform);
+      sums.add(g, v, zero, mode);
+      uniform[v] = uniform_axes(v, zero, uniform, sums);
     }
     // Live: some graph output depends on it. A structurally zero node depends on nothing.
     live.assign(n, false);
@@ -176,26 +178,72 @@ bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& 
   return false;
 }
 
+void SumForms::add(const Graph& g, int32_t v, const std::vector<bool>& zero, Mode mode) {
+  const Node& node = g.nodes[v];
+  if (zero[v]) {
+    combined[v] = 1;
+    return;
+  }
+  std::vector<std::pair<size_t, double>> operands;  // (input slot, coefficient)
+  if (node.op == Op::add || node.op == Op::sub) {
+    operands = {{0, 1.0}, {1, node.op == Op::sub ? -1.0 : 1.0}};
+  } else if (node.op == Op::scale) {
+    operands = {{0, node.factor}};
+  } else if (node.op == Op::dropout && (mode == Mode::inference || node.p == 0.0)) {
+    operands = {{0, 1.0}};
+  } else {
+    return;
+  }
+  std::vector<std::pair<Atom, double>> terms;
+  for (auto [k, c] : operands) {
+    const ValueRef& r = g.node_inputs[v][k];
+    if (r.kind == ValueRef::Kind::node && combined[r.index] &&
+        g.node_shapes[r.index] == g.node_shapes[v]) {
+      for (auto [a, ca] : form[r.index]) terms.push_back({a, c * ca});
+    } else {
+      terms.push_back({r, c});
+    }
+  }
+  auto key = [](const Atom& a) { return std::make_pair(int(a.kind), a.index); };
+  std::sort(terms.begin(), terms.end(),
+            [&](const auto& x, const auto& y) { return key(x.first) < key(y.first); });
+  std::vector<std::pair<Atom, double>> f;
+  for (size_t i = 0; i < terms.size();) {
+    double c = 0;
+    const Atom a = terms[i].first;
+    for (; i < terms.size() && terms[i].first == a; ++i) c += terms[i].second;
+    if (c != 0.0) f.push_back({a, c});
+  }
+  if (f.size() > kMaxAtoms) return;
+  form[v] = std::move(f);
+  combined[v] = 1;
+}
+
 Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
-                             const std::vector<Mask>& uniform) const {
+                             const std::vector<Mask>& uniform, const SumForms& sums) const {
   const Node& n = g_.nodes[v];
   const Shape& out = g_.node_shapes[v];
   const size_t R = out.size();
   const Mask all = R >= 64 ? ~Mask(0) : (Mask(1) << R) - 1;
   if (zero[v]) return all;
   const auto& in = g_.node_inputs[v];
+  auto mapped = [&](const ValueRef& r) -> Mask {  // r's uniform axes, broadcast to v's shape
+    const Shape& s = g_.shape_of(r);
+    const Mask own = r.kind == ValueRef::Kind::node ? uniform[r.index] : analysis::size1_mask(s);
+    return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
+  };
+  // A sum is uniform along the axes all its atoms are uniform along ((a + c) - a = c).
+  Mask from_sums = 0;
+  if (sums.combined[v]) {
+    from_sums = all;
+    for (const auto& [a, c] : sums.form[v]) from_sums &= mapped(a);
+  }
   // sub(a, center(a, B)) is the mean of a over B: uniform along B too.
   if (n.op == Op::sub)
     for (const ValueRef& a : in)
       if (a.kind == ValueRef::Kind::node)
         if (const int32_t cn = center_partner(v, a.index); cn >= 0)
-          return ((uniform[a.index] | norm_axes(cn)) & all) | analysis::size1_mask(out);
-  auto of = [&](size_t k) -> Mask {
-    const ValueRef& r = in[k];
-    const Shape& s = g_.shape_of(r);
-    const Mask own = r.kind == ValueRef::Kind::node ? uniform[r.index] : analysis::size1_mask(s);
-    return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
-  };
+          return ((uniform[a.index] | norm_axes(cn) | from_sums) & all) | analysis::size1_mask(out);
   Mask m = 0;
   switch (n.op) {
     case Op::relu:
@@ -205,24 +253,24 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::silu:
     case Op::exp:
     case Op::scale:
-      m = of(0);
+      m = mapped(in[0]);
       break;
     case Op::dropout:
-      m = mode_ == Mode::training && n.p > 0.0 ? 0 : of(0);
+      m = mode_ == Mode::training && n.p > 0.0 ? 0 : mapped(in[0]);
       break;
     case Op::add:
     case Op::sub:
     case Op::mul:
     case Op::div:
-      m = of(0) & of(1);
+      m = mapped(in[0]) & mapped(in[1]);
       break;
     case Op::linear:
-      m = of(0) & ~bit(int64_t(R) - 1);
+      m = mapped(in[0]) & ~bit(int64_t(R) - 1);
       break;
     default:
       m = 0;
   }
-  return (m & all) | analysis::size1_mask(out);
+  return ((m | from_sums) & all) | analysis::size1_mask(out);
 }
 
 bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const {
