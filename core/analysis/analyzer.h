@@ -156,13 +156,10 @@ class Analyzer {
     return true;
   }
 
-  // Which nodes a graph output depends on when sums are expanded: a sum, difference, scale
-  // or identity of values of its own shape is a linear combination of the other nodes
-  // ("atoms") with exact coefficients, so `sub(a, add(a, c))` does not depend on `a`. An
-  // operand broadcast to the result's shape stays one atom (its broadcast is fixed by the
-  // shape); a combination of more than kMaxAtoms atoms is an atom itself. Params and graph
-  // inputs are left out (only nodes' liveness is asked). Only atoms' entries are meaningful.
-  std::vector<bool> live_through_sums(const std::vector<bool>& zero, const Trust& trust) const;
+  // Which nodes a graph output depends on when sums are expanded (`sums`, built on `zero`):
+  // `sub(a, add(a, c))` does not depend on `a`. Only atoms' entries are meaningful.
+  std::vector<bool> live_through_sums(const SumForms& sums, const std::vector<bool>& zero,
+                                      const Trust& trust) const;
 
   // Whether swapping the LayerNorms in `swapped` for RMSNorms with nothing centered (so
   // each outputs something else) changes a graph output, given the plan's other folds:

@@ -23,6 +23,7 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   // (sub(a, a), scale 0, center, cbwc); the other also trusts LayerNorms, which stay
   // LayerNorms or are folded exactly — except the LN being judged, whose own fold must
   // not be justified by its own zero-mean output (hence LN deadness uses strict).
+  SumForms strict_sums(n);
   for (bool strict : {true, false}) {
     std::vector<bool>& zero = strict ? zero_strict_ : zero_;
     std::vector<bool>& live = strict ? live_strict_ : live_;
@@ -30,7 +31,8 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
     zero.assign(n, false);
     std::vector<Mask>& uniform = strict ? uniform_strict_ : uniform_;
     uniform.assign(n, 0);
-    SumForms sums(n);
+    SumForms default_sums(n);
+    SumForms& sums = strict ? strict_sums : default_sums;
     for (int32_t v : g.order) {
       zero[v] = structurally_zero(v, zero, trust);
       // Uniform axes of each reading, in the same order (an LN of a value uniform along
@@ -49,7 +51,8 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   }
   // An LN can also be dead because its contributions cancel between routes
   // (`sub(a, add(a, c))`): such an LN is dead in both readings.
-  const std::vector<bool> through_sums = live_through_sums(zero_strict_, Trust{.lns = false});
+  const std::vector<bool> through_sums =
+      live_through_sums(strict_sums, zero_strict_, Trust{.lns = false});
   for (size_t v = 0; v < n; ++v)
     if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
   for (size_t i = 0; i < n; ++i)
@@ -57,65 +60,23 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
       throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
 }
 
-std::vector<bool> Analyzer::live_through_sums(const std::vector<bool>& zero, const Trust& trust) const {
-  constexpr size_t kMaxAtoms = 8;
-  using Combination = std::vector<std::pair<int32_t, double>>;  // sorted by node
+std::vector<bool> Analyzer::live_through_sums(const SumForms& sums, const std::vector<bool>& zero,
+                                              const Trust& trust) const {
   const size_t n = g_.nodes.size();
-  std::vector<Combination> form(n);
-  std::vector<char> combined(n, 0);
-  for (int32_t v : g_.order) {
-    const Node& node = g_.nodes[v];
-    if (zero[v]) {
-      combined[v] = 1;
-      continue;
-    }
-    const auto& in = g_.node_inputs[v];
-    std::vector<std::pair<size_t, double>> operands;  // (input slot, coefficient)
-    if (node.op == Op::add || node.op == Op::sub) {
-      operands = {{0, 1.0}, {1, node.op == Op::sub ? -1.0 : 1.0}};
-    } else if (node.op == Op::scale) {
-      operands = {{0, node.factor}};
-    } else if (node.op == Op::dropout && (mode_ == Mode::inference || node.p == 0.0)) {
-      operands = {{0, 1.0}};
-    } else {
-      continue;
-    }
-    Combination terms;
-    for (auto [k, c] : operands) {
-      const ValueRef& r = in[k];
-      if (r.kind != ValueRef::Kind::node) continue;
-      if (combined[r.index] && g_.node_shapes[r.index] == g_.node_shapes[v]) {
-        for (auto [a, ca] : form[r.index]) terms.push_back({a, c * ca});
-      } else {
-        terms.push_back({r.index, c});
-      }
-    }
-    std::sort(terms.begin(), terms.end(),
-              [](const auto& x, const auto& y) { return x.first < y.first; });
-    Combination f;
-    for (size_t i = 0; i < terms.size();) {
-      double c = 0;
-      const int32_t a = terms[i].first;
-      for (; i < terms.size() && terms[i].first == a; ++i) c += terms[i].second;
-      if (c != 0.0) f.push_back({a, c});
-    }
-    if (f.size() > kMaxAtoms) continue;
-    form[v] = std::move(f);
-    combined[v] = 1;
-  }
   std::vector<bool> live(n, false);
   auto mark = [&](int32_t r) {
-    if (!combined[r]) {
+    if (!sums.combined[r]) {
       live[r] = true;
       return;
     }
-    for (auto [a, c] : form[r]) live[a] = true;
+    for (const auto& [a, c] : sums.form[r])
+      if (a.kind == ValueRef::Kind::node) live[a.index] = true;
   };
   for (const ValueRef& r : g_.output_refs)
     if (r.kind == ValueRef::Kind::node) mark(r.index);
   for (auto it = g_.order.rbegin(); it != g_.order.rend(); ++it) {
     const int32_t v = *it;
-    if (combined[v] || !live[v] || ignores_inputs(v, zero, trust)) continue;
+    if (sums.combined[v] || !live[v] || ignores_inputs(v, zero, trust)) continue;
     for (const ValueRef& r : g_.node_inputs[v])
       if (r.kind == ValueRef::Kind::node) mark(r.index);
   }
