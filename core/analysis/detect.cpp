@@ -411,12 +411,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
     v.node = node.name;
     Form plan_form;
     for (int m = 0; m < 2; ++m) {
-      if (m == 1 && same_modes) {
-        v.foldable[1] = v.foldable[0];
-        v.reason[1] = v.reason[0];
-        v.path[1] = v.path[0];
-        continue;
-      }
+      if (m == 1 && same_modes) continue;  // copied from inference after the dead-fold pass
       ModeVerdict mv = judge_ln(*by_mode[m], *reasoners[m], n, node.name);
       v.foldable[m] = mv.foldable;
       v.reason[m] = mv.reason;
