@@ -553,14 +553,20 @@ std::string rebase_path(const std::string& file, const std::string& from_dir,
   return rel.empty() ? src.generic_string() : rel.generic_string();
 }
 
-// The values of deferred param `p` from `file` (which must still hold the tensor as loaded).
-void materialize_from(const SafetensorsReader& file, Param& p) {
-  const SafetensorsSpan span = file.span(p.file.key);
+// The span of deferred param `p` in `file`, which must still hold the tensor as loaded.
+SafetensorsSpan loaded_span(const SafetensorsReader& file, const Param& p) {
+  SafetensorsSpan span = file.span(p.file.key);
   if (span.shape != p.shape)
     throw ModelError(file.path(), "tensor '" + p.file.key + "' has shape " +
                                       to_string(span.shape) + ", but param '" + p.name +
                                       "' was loaded with shape " + to_string(p.shape) +
                                       " (the file changed since it was loaded)");
+  return span;
+}
+
+// The values of deferred param `p` from `file` (which must still hold the tensor as loaded).
+void materialize_from(const SafetensorsReader& file, Param& p) {
+  const SafetensorsSpan span = loaded_span(file, p);
   std::vector<double> values(span.count);
   file.read_values(span, 0, span.count, values.data());
   check_finite(values, file.path() + " [" + p.file.key + "]", p.name,
@@ -723,12 +729,7 @@ void stream_typed(const SafetensorsReader& file, const SafetensorsSpan& span, co
 
 void stream_param(const SafetensorsReader& file, const Param& p, SafetensorsDType out_dtype,
                   SafetensorsWriter& out) {
-  const SafetensorsSpan span = file.span(p.file.key);
-  if (span.shape != p.shape)
-    throw ModelError(file.path(), "tensor '" + p.file.key + "' has shape " +
-                                      to_string(span.shape) + ", but param '" + p.name +
-                                      "' was loaded with shape " + to_string(p.shape) +
-                                      " (the file changed since it was loaded)");
+  const SafetensorsSpan span = loaded_span(file, p);
   if (std::endian::native == std::endian::little && span.dtype == "F32")
     stream_typed<float>(file, span, p, out_dtype, out);
   else
