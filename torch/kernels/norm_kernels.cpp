@@ -116,28 +116,50 @@ struct Rows {
   T* operator[](int r) const { return base + r * cols; }
 };
 
-// out[r] = sum_j (x[r][j] - shift[r])^2 for the R rows, two accumulators per row.
+// Accumulators per row in the reductions: eight independent chains in all (Zen 3 and
+// Haswell-class cores retire two vector FMAs or adds per cycle at a latency of 3-4, so
+// fewer chains leave the reduction latency-bound: a single row with two chains ran at a
+// quarter of the load ports' rate), and at least two per row.
+template <int R>
+constexpr int kChains = R >= 4 ? 2 : 8 / R;
+
+// The sum of a row's accumulators, pairwise (A is a power of two).
+template <int A, class V>
+inline V fold_chains(const V (&a)[A]) {
+  static_assert(A > 0 && (A & (A - 1)) == 0);
+  V t[A];
+  for (int q = 0; q < A; ++q) t[q] = a[q];
+  for (int half = A / 2; half >= 1; half /= 2)
+    for (int q = 0; q < half; ++q) t[q] += t[q + half];
+  return t[0];
+}
+
+// out[r] = sum_j (x[r][j] - shift[r])^2 for the R rows.
 template <int R, bool kShift, class T>
 void sum_squares(Rows<const T> x, const T* shift, int64_t n, T* out) {
   constexpr int64_t W = kLanes<T>;
-  Vec<T> c[R], a0[R], a1[R];
-  for (int r = 0; r < R; ++r) c[r] = splat(kShift ? shift[r] : T(0)), a0[r] = a1[r] = Vec<T>{};
+  constexpr int A = kChains<R>;
+  Vec<T> c[R], acc[R][A];
+  for (int r = 0; r < R; ++r) {
+    c[r] = splat(kShift ? shift[r] : T(0));
+    for (int q = 0; q < A; ++q) acc[r][q] = Vec<T>{};
+  }
   int64_t j = 0;
-  for (; j + 2 * W <= n; j += 2 * W)
-    for (int r = 0; r < R; ++r) {
-      Vec<T> v0 = load(x[r] + j), v1 = load(x[r] + j + W);
-      if constexpr (kShift) v0 -= c[r], v1 -= c[r];
-      a0[r] += v0 * v0;
-      a1[r] += v1 * v1;
-    }
+  for (; j + A * W <= n; j += A * W)
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < A; ++q) {
+        Vec<T> v = load(x[r] + j + q * W);
+        if constexpr (kShift) v -= c[r];
+        acc[r][q] += v * v;
+      }
   for (; j + W <= n; j += W)
     for (int r = 0; r < R; ++r) {
       Vec<T> v = load(x[r] + j);
       if constexpr (kShift) v -= c[r];
-      a0[r] += v * v;
+      acc[r][0] += v * v;
     }
   for (int r = 0; r < R; ++r) {
-    T s = horizontal_sum(a0[r] + a1[r]);
+    T s = horizontal_sum(fold_chains(acc[r]));
     for (int64_t k = j; k < n; ++k) {
       const T d = kShift ? x[r][k] - shift[r] : x[r][k];
       s += d * d;
@@ -150,18 +172,18 @@ void sum_squares(Rows<const T> x, const T* shift, int64_t n, T* out) {
 template <int R, class T>
 void sums(Rows<const T> x, int64_t n, T* out) {
   constexpr int64_t W = kLanes<T>;
-  Vec<T> a0[R], a1[R];
-  for (int r = 0; r < R; ++r) a0[r] = a1[r] = Vec<T>{};
+  constexpr int A = kChains<R>;
+  Vec<T> acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < A; ++q) acc[r][q] = Vec<T>{};
   int64_t j = 0;
-  for (; j + 2 * W <= n; j += 2 * W)
-    for (int r = 0; r < R; ++r) {
-      a0[r] += load(x[r] + j);
-      a1[r] += load(x[r] + j + W);
-    }
+  for (; j + A * W <= n; j += A * W)
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < A; ++q) acc[r][q] += load(x[r] + j + q * W);
   for (; j + W <= n; j += W)
-    for (int r = 0; r < R; ++r) a0[r] += load(x[r] + j);
+    for (int r = 0; r < R; ++r) acc[r][0] += load(x[r] + j);
   for (int r = 0; r < R; ++r) {
-    T s = horizontal_sum(a0[r] + a1[r]);
+    T s = horizontal_sum(fold_chains(acc[r]));
     for (int64_t k = j; k < n; ++k) s += x[r][k];
     out[r] = s;
   }
@@ -172,22 +194,31 @@ template <int R>
 void add_and_sum_squares(Rows<const float> x, Rows<const float> res, Rows<float> s,
                          int64_t n, float* out) {
   constexpr int64_t W = kLanes<float>;
-  Vec<float> a[R];
-  for (int r = 0; r < R; ++r) a[r] = Vec<float>{};
+  constexpr int A = kChains<R>;
+  Vec<float> acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < A; ++q) acc[r][q] = Vec<float>{};
   int64_t j = 0;
+  for (; j + A * W <= n; j += A * W)
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < A; ++q) {
+        const Vec<float> v = load(x[r] + j + q * W) + load(res[r] + j + q * W);
+        store(s[r] + j + q * W, v);
+        acc[r][q] += v * v;
+      }
   for (; j + W <= n; j += W)
     for (int r = 0; r < R; ++r) {
       const Vec<float> v = load(x[r] + j) + load(res[r] + j);
       store(s[r] + j, v);
-      a[r] += v * v;
+      acc[r][0] += v * v;
     }
   for (int r = 0; r < R; ++r) {
-    float acc = horizontal_sum(a[r]);
+    float a = horizontal_sum(fold_chains(acc[r]));
     for (int64_t k = j; k < n; ++k) {
       s[r][k] = x[r][k] + res[r][k];
-      acc += s[r][k] * s[r][k];
+      a += s[r][k] * s[r][k];
     }
-    out[r] = acc;
+    out[r] = a;
   }
 }
 
