@@ -27,11 +27,14 @@ struct Case {
 };
 
 // Widths: below one vector, one vector + tail, the 4-vector body + every remainder kind,
-// a transformer width; rows: single-threaded and above the parallel threshold.
+// a transformer width (all short rows: the pipelined path for these small inputs), and
+// 1100 (rows over 4 KiB: blocks of 4 rows); rows: single-threaded (1, 7: three pipelined
+// pairs and a row left over, or a block of 4 and three single rows) and above the
+// parallel threshold (301: each thread's share ends in a row left over).
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int64_t cols : {1, 3, 8, 13, 32, 45, 100, 768})
-    for (int64_t rows : {1, 7, 300})
+  for (int64_t cols : {1, 3, 8, 13, 32, 45, 100, 768, 1100})
+    for (int64_t rows : {1, 7, 301})
       for (int affine = 0; affine < 4; ++affine)
         out.push_back({rows, cols, (affine & 1) != 0, (affine & 2) != 0});
   return out;
@@ -154,31 +157,59 @@ TEST(NormKernels, LayerNormDoubleSurvivesLargeMean) {
   check_against_naive<double>(Norm::layer, 1e4);
 }
 
-// Inputs large enough (>= 8 MiB, rows <= 4 KiB) for the kernels to take the prefetching
-// path (rows one at a time, the next row prefetched during each write pass), odd row
-// counts and, for 1003 columns, a scalar tail; checked like the small cases over every
-// row. The rule itself is asserted first, so a change of thresholds cannot silently
-// leave the path untested.
+// Shapes chosen for one row path (kernels::row_path), checked like the small cases over
+// every row: the path is asserted first, so a change of thresholds cannot silently leave
+// a path untested.
 template <class T>
-void check_prefetching_shape(Norm kind, int64_t rows, int64_t cols, uint64_t seed) {
-  ASSERT_TRUE(kernels::prefetches_next_block(rows, cols, sizeof(T))) << rows << "x" << cols;
+void check_path_shape(Norm kind, kernels::RowPath path, int64_t rows, int64_t cols,
+                      uint64_t seed) {
+  ASSERT_EQ(kernels::row_path(rows, cols, sizeof(T)), path) << rows << "x" << cols;
   const auto x = random_vector<T>(rows * cols, seed, 0.5, 2.0);
   const auto w = random_vector<T>(cols, seed + 1, 1.0, 0.5);
   const auto b = random_vector<T>(cols, seed + 2, 0.0, 0.5);
   std::vector<T> y(x.size(), T(-7));
   run_kernel<T>(kind, x, w.data(), b.data(), y, rows, cols, T(1e-5));
   expect_close(y, naive_norm(kind, x, w.data(), b.data(), rows, cols, 1e-5), tolerance<T>(),
-               std::string(kind == Norm::rms ? "rms_norm" : "layer_norm") + " prefetching " +
-                   std::to_string(rows) + "x" + std::to_string(cols));
+               std::string(kind == Norm::rms ? "rms_norm" : "layer_norm") + " path " +
+                   std::to_string(int(path)) + " " + std::to_string(rows) + "x" +
+                   std::to_string(cols));
 }
 
-TEST(NormKernels, PrefetchRuleTakesOnlyLargeShortRowInputs) {
-  EXPECT_FALSE(kernels::prefetches_next_block(512, 768, 4));    // 1.5 MiB: in cache
-  EXPECT_TRUE(kernels::prefetches_next_block(4096, 768, 4));    // 12 MiB
-  EXPECT_FALSE(kernels::prefetches_next_block(2048, 4096, 4));  // 16 KiB rows
-  EXPECT_FALSE(kernels::prefetches_next_block(4096, 768, 8));   // 6 KiB rows
-  EXPECT_TRUE(kernels::prefetches_next_block(16384, 1024, 4));  // 4 KiB rows, 64 MiB
-  EXPECT_FALSE(kernels::prefetches_next_block(4, 1 << 20, 4));  // 4 MiB rows
+// Inputs large enough (>= 8 MiB, rows <= 4 KiB) for the prefetching path (rows one at a
+// time, the next row prefetched during each write pass), odd row counts and, for 1003
+// columns, a scalar tail.
+template <class T>
+void check_prefetching_shape(Norm kind, int64_t rows, int64_t cols, uint64_t seed) {
+  check_path_shape<T>(kind, kernels::RowPath::prefetching, rows, cols, seed);
+}
+
+TEST(NormKernels, RowPathRule) {
+  using kernels::RowPath;
+  EXPECT_EQ(kernels::row_path(512, 768, 4), RowPath::pipelined_pairs);  // 1.5 MiB: in cache
+  EXPECT_EQ(kernels::row_path(1, 768, 4), RowPath::pipelined_pairs);
+  EXPECT_EQ(kernels::row_path(4096, 768, 4), RowPath::prefetching);     // 12 MiB
+  EXPECT_EQ(kernels::row_path(16384, 1024, 4), RowPath::prefetching);   // 4 KiB rows, 64 MiB
+  EXPECT_EQ(kernels::row_path(2048, 4096, 4), RowPath::blocks_of_4);    // 16 KiB rows
+  EXPECT_EQ(kernels::row_path(4096, 768, 8), RowPath::blocks_of_4);     // 6 KiB rows
+  EXPECT_EQ(kernels::row_path(7, 1100, 4), RowPath::blocks_of_4);       // 4400-byte rows
+  EXPECT_EQ(kernels::row_path(4, 1 << 20, 4), RowPath::blocks_of_4);    // 4 MiB rows
+  EXPECT_FALSE(kernels::prefetches_next_block(512, 768, 4));
+  EXPECT_TRUE(kernels::prefetches_next_block(4096, 768, 4));
+  EXPECT_FALSE(kernels::prefetches_next_block(2048, 4096, 4));
+}
+
+// The pipelined path with two threads' shares, the second ending in a single row (43
+// rows: shares of 22 and 21), a width whose vector loop ends in one single vector and a scalar
+// tail (1003 = 62 * 16 + 8 + 3), and a double width; and the blocks of 4 with a short
+// last block and a tail.
+TEST(NormKernels, PipelinedAndBlockPathsMatchNaive) {
+  using kernels::RowPath;
+  for (Norm kind : {Norm::rms, Norm::layer}) {
+    check_path_shape<float>(kind, RowPath::pipelined_pairs, 43, 1003, 80);
+    check_path_shape<double>(kind, RowPath::pipelined_pairs, 45, 509, 90);
+    check_path_shape<float>(kind, RowPath::blocks_of_4, 23, 1029, 100);
+    check_path_shape<double>(kind, RowPath::blocks_of_4, 22, 777, 110);
+  }
 }
 
 TEST(NormKernels, PrefetchingFloatMatchesNaive) {

@@ -5,28 +5,29 @@
 // The rows being processed stay in L1/L2 between the passes, so the memory traffic is
 // that of a copy and the extra passes cost only loads from cache and arithmetic.
 //
-// Rows go in blocks of kBlock: the reductions of a block's rows interleave (independent
-// FMA chains hide the FMA latency) and its write pass loads each weight and bias vector
-// once for all the block's rows, which brings the loads per output vector from 3 down to
-// 1.5 - the load ports, not the arithmetic, are what separates a norm from a copy when
-// the data is in cache. Inner loops use GCC vector extensions on 32-byte vectors (AVX2
-// with the flags that torch/CMakeLists.txt sets on this file); blocks of rows run in
-// parallel with OpenMP.
+// Rows go in blocks: the reductions of a block's rows interleave (eight independent
+// accumulator chains in all hide the FMA latency) and its write pass loads each weight
+// and bias vector once for all the block's rows. Inner loops use GCC vector extensions on
+// 32-byte vectors (AVX2 with the flags that torch/CMakeLists.txt sets on this file); rows
+// run in parallel with OpenMP.
 //
-// A block's reduction pass reads only and its write pass mostly writes, so without help
-// the reads of block b+1 start only when block b is written and the memory sits idle
-// in between; a copy reads and writes all the time. For tensors that come from memory
-// (not the caches) and short rows, the kernels therefore go row by row (blocks of one
-// row: one read and one write stream, like a copy - 4-row blocks keep 4 of each going,
-// which measured 3-14 points of copy bandwidth slower from memory in most of our runs,
-// though not in all) and each write pass
-// prefetches the next row (prefetches_next_block() says when; the measurements that
-// chose the rule are in docs/kernels.md).
+// A block's reduction pass reads only and its write pass mostly writes, so left alone the
+// reads of block b+1 start only when block b is written, where a copy reads and writes all
+// the time. row_path() picks one of three ways around that (the measurements that chose
+// them are in docs/kernels.md):
+// - short rows (<= 4 KiB) in cache (input < 8 MiB): each thread's share of the rows in
+//   blocks of 2, software-pipelined - the write pass of block b also reduces block b+1;
+// - short rows from memory: rows one at a time (one read and one write stream, like a
+//   copy), each write pass prefetching the next row;
+// - long rows: blocks of 4 rows (long sequential streams, which the hardware prefetchers
+//   follow on their own).
 #include "torch/kernels/norm_kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include <omp.h>
 
 namespace lnv::kernels {
 namespace {
@@ -55,13 +56,12 @@ constexpr int64_t kMinParallelElements = 1 << 15;
 
 // The prefetching path (rows one at a time, the next row prefetched) is taken only for
 // inputs of at least kPrefetchMinBytes (smaller ones stay in the L2/L3 caches, where the
-// hardware prefetchers keep up, the prefetch instructions only cost load slots - 8-10
-// points of copy bandwidth at 512x768 - and the 4-row blocks' shared weight/bias loads
-// pay) and rows of at most kPrefetchMaxRowBytes (long rows are long sequential streams
-// the hardware prefetchers follow on their own: prefetching lost 5-10 points at
-// 2048x4096).
+// hardware prefetchers keep up and prefetch instructions only cost load slots - 8-10
+// points of copy bandwidth at 512x768) and, like the pipelined path, only for rows of at
+// most kShortRowBytes (long rows are long sequential streams the hardware prefetchers
+// follow on their own: prefetching lost 5-10 points at 2048x4096).
 constexpr int64_t kPrefetchMinBytes = int64_t(8) << 20;
-constexpr int64_t kPrefetchMaxRowBytes = int64_t(4) << 10;
+constexpr int64_t kShortRowBytes = int64_t(4) << 10;
 
 template <class T>
 inline Vec<T> load(const T* p) {
@@ -97,6 +97,21 @@ void for_each_block(int64_t rows, int64_t cols, int64_t block_rows, BlockFn bloc
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t r0 = b * block_rows;
     block_fn(r0, std::min<int64_t>(block_rows, rows - r0));
+  }
+}
+
+// Calls share_fn(begin, end) once per thread with its contiguous share of the rows
+// (shares are whole multiples of `unit` rows but for the last), in parallel.
+template <class ShareFn>
+void for_each_share(int64_t rows, int64_t cols, int64_t unit, ShareFn share_fn) {
+  const bool parallel = rows > unit && rows * cols >= kMinParallelElements;
+#pragma omp parallel if (parallel)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t units = (rows + unit - 1) / unit;
+    const int64_t begin = std::min(rows, units * t / threads * unit);
+    const int64_t end = std::min(rows, units * (t + 1) / threads * unit);
+    if (begin < end) share_fn(begin, end);
   }
 }
 
@@ -244,6 +259,30 @@ inline void prefetch_step(Prefetch pf, int64_t step) {
   }
 }
 
+// The scalar tail of a write pass: columns [from, n) of the R rows.
+template <int R, bool kWeight, bool kBias, bool kShift, class T>
+void write_tail(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
+                Rows<T> y, int64_t from, int64_t n) {
+  for (int r = 0; r < R; ++r)
+    for (int64_t i = from; i < n; ++i) {
+      T v = x[r][i];
+      if constexpr (kShift) v -= shift[r];
+      v *= scale[r];
+      if constexpr (kWeight) v *= w[i];
+      if constexpr (kBias) v += b[i];
+      y[r][i] = v;
+    }
+}
+
+// Calls fn.template operator()<kWeight, kBias>() for the affine parameters present.
+template <class Fn>
+void with_affine(const void* w, const void* b, Fn fn) {
+  if (w && b) return fn.template operator()<true, true>();
+  if (w) return fn.template operator()<true, false>();
+  if (b) return fn.template operator()<false, true>();
+  fn.template operator()<false, false>();
+}
+
 // y[r] = (x[r] - shift[r]) * scale[r] [* w] [+ b]; each variant is its own instantiation
 // so the inner loop carries no branch.
 template <int R, bool kWeight, bool kBias, bool kShift, bool kPrefetch, class T>
@@ -267,32 +306,98 @@ void write_rows(Rows<const T> x, const T* shift, const T* scale, const T* w, con
       store(y[r] + j, v);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int64_t i = j; i < n; ++i) {
-      T v = x[r][i];
-      if constexpr (kShift) v -= shift[r];
-      v *= scale[r];
-      if constexpr (kWeight) v *= w[i];
-      if constexpr (kBias) v += b[i];
-      y[r][i] = v;
-    }
-}
-
-template <int R, bool kShift, bool kPrefetch, class T>
-void write_rows_affine(Rows<const T> x, const T* shift, const T* scale, const T* w,
-                       const T* b, Rows<T> y, int64_t n, Prefetch pf) {
-  if (w && b) return write_rows<R, true, true, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
-  if (w) return write_rows<R, true, false, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
-  if (b) return write_rows<R, false, true, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
-  write_rows<R, false, false, kShift, kPrefetch>(x, shift, scale, w, b, y, n, pf);
+  write_tail<R, kWeight, kBias, kShift>(x, shift, scale, w, b, y, j, n);
 }
 
 // The write pass, prefetching when pf.a is set.
 template <int R, bool kShift, class T>
 void write_block(Rows<const T> x, const T* shift, const T* scale, const T* w, const T* b,
                  Rows<T> y, int64_t n, Prefetch pf) {
-  if (pf.a) return write_rows_affine<R, kShift, true>(x, shift, scale, w, b, y, n, pf);
-  write_rows_affine<R, kShift, false>(x, shift, scale, w, b, y, n, pf);
+  with_affine(w, b, [&]<bool kWeight, bool kBias>() {
+    if (pf.a) return write_rows<R, kWeight, kBias, kShift, true>(x, shift, scale, w, b, y, n, pf);
+    write_rows<R, kWeight, kBias, kShift, false>(x, shift, scale, w, b, y, n, pf);
+  });
+}
+
+// What the pipelined write pass reduces of the next block: squares (RMSNorm) or plain
+// sums (LayerNorm's mean; its squared deviations need the mean first and take a pass of
+// their own, over rows the fused loop has just brought into L1).
+enum class Reduction { squares, sums };
+
+// (v - c) * k [* w] [+ b], one vector of a write pass.
+template <bool kWeight, bool kBias, bool kShift, class V>
+inline V normalized(V v, V c, V k, V wv, V bv) {
+  if constexpr (kShift) v -= c;
+  v *= k;
+  if constexpr (kWeight) v *= wv;
+  if constexpr (kBias) v += bv;
+  return v;
+}
+
+// One vector into a reduction's accumulator.
+template <Reduction kReduce, class V>
+inline V accumulate(V acc, V u) {
+  if constexpr (kReduce == Reduction::squares) return acc + u * u;
+  return acc + u;
+}
+
+// The write pass of block x -> y (as write_rows) fused with the reduction of the next
+// block's rows `next` into next_out[r], so that the next block streams in from the caches
+// while this one is written (a copy reads and writes all the time; a norm whose passes
+// take turns leaves the reads idle while it writes). Two chains per row, each fed once
+// per two-vector step, which the step's stores outlast.
+template <int R, Reduction kReduce, bool kWeight, bool kBias, bool kShift, class T>
+void write_rows_reducing_next(Rows<const T> x, const T* shift, const T* scale, const T* w,
+                              const T* b, Rows<T> y, int64_t n, Rows<const T> next,
+                              T* next_out) {
+  constexpr int64_t W = kLanes<T>;
+  Vec<T> c[R], k[R], acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    c[r] = splat(kShift ? shift[r] : T(0));
+    k[r] = splat(scale[r]);
+    acc[r][0] = acc[r][1] = Vec<T>{};
+  }
+  // Plain functions of values: lambdas capturing the accumulators by reference kept them
+  // in memory (53-63 us against 48-56 us per 512x768 call in a microbenchmark).
+  int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    Vec<T> w0{}, w1{}, b0{}, b1{};
+    if constexpr (kWeight) w0 = load(w + j), w1 = load(w + j + W);
+    if constexpr (kBias) b0 = load(b + j), b1 = load(b + j + W);
+    for (int r = 0; r < R; ++r) {
+      store(y[r] + j, normalized<kWeight, kBias, kShift>(load(x[r] + j), c[r], k[r], w0, b0));
+      store(y[r] + j + W,
+            normalized<kWeight, kBias, kShift>(load(x[r] + j + W), c[r], k[r], w1, b1));
+      acc[r][0] = accumulate<kReduce>(acc[r][0], load(next[r] + j));
+      acc[r][1] = accumulate<kReduce>(acc[r][1], load(next[r] + j + W));
+    }
+  }
+  for (; j + W <= n; j += W) {
+    Vec<T> wv{}, bv{};
+    if constexpr (kWeight) wv = load(w + j);
+    if constexpr (kBias) bv = load(b + j);
+    for (int r = 0; r < R; ++r) {
+      store(y[r] + j, normalized<kWeight, kBias, kShift>(load(x[r] + j), c[r], k[r], wv, bv));
+      acc[r][0] = accumulate<kReduce>(acc[r][0], load(next[r] + j));
+    }
+  }
+  write_tail<R, kWeight, kBias, kShift>(x, shift, scale, w, b, y, j, n);
+  for (int r = 0; r < R; ++r) {
+    T a = horizontal_sum(acc[r][0] + acc[r][1]);
+    for (int64_t i = j; i < n; ++i)
+      a += kReduce == Reduction::squares ? next[r][i] * next[r][i] : next[r][i];
+    next_out[r] = a;
+  }
+}
+
+template <int R, Reduction kReduce, bool kShift, class T>
+void write_block_reducing_next(Rows<const T> x, const T* shift, const T* scale, const T* w,
+                               const T* b, Rows<T> y, int64_t n, Rows<const T> next,
+                               T* next_out) {
+  with_affine(w, b, [&]<bool kWeight, bool kBias>() {
+    write_rows_reducing_next<R, kReduce, kWeight, kBias, kShift>(x, shift, scale, w, b, y, n,
+                                                                 next, next_out);
+  });
 }
 
 // What to prefetch while writing the block of R rows starting at `first`: the next R rows
@@ -309,6 +414,38 @@ Prefetch next_block(bool enabled, int64_t first, int64_t rows, int64_t cols, con
 // Rows per block: kBlock, or one on the prefetching path (see the top of the file).
 inline int64_t block_rows(bool prefetch) { return prefetch ? 1 : kBlock; }
 
+// The in-cache path for short rows (row_path() == pipelined_pairs): each thread takes
+// its contiguous share of the rows in blocks of kPipeRows, and the write pass of block b
+// reduces block b+1 (write_rows_reducing_next), so that reading overlaps writing. Rows
+// left over at the end of a share go one at a time, unpipelined.
+constexpr int kPipeRows = 2;
+
+// Per row: reduce(first, stats) fills the R rows' statistics from their own pass,
+// write_and_reduce_next(first, stats, next_stats) writes rows with `stats` and reduces the
+// next R rows into next_stats, write(first, stats) writes the last block of a share.
+// Stats is an array type holding everything a block's write pass needs.
+template <class Stats, class ReduceFn, class WriteReduceFn, class WriteFn, class SingleRowFn>
+void pipeline_rows(int64_t rows, int64_t cols, ReduceFn reduce, WriteReduceFn write_and_reduce_next,
+                   WriteFn write, SingleRowFn single_row) {
+  for_each_share(rows, cols, kPipeRows, [&](int64_t begin, int64_t end) {
+    const int64_t full_end = begin + (end - begin) / kPipeRows * kPipeRows;
+    if (begin < full_end) {
+      Stats stats;
+      reduce(begin, stats);
+      for (int64_t first = begin; first < full_end; first += kPipeRows) {
+        if (first + kPipeRows < full_end) {
+          Stats next;
+          write_and_reduce_next(first, stats, next);
+          stats = next;
+        } else {
+          write(first, stats);
+        }
+      }
+    }
+    for (int64_t r = full_end; r < end; ++r) single_row(r);
+  });
+}
+
 template <class T>
 T inverse_rms(T sum_sq, int64_t n, T eps) {
   return T(1) / std::sqrt(sum_sq / T(n) + eps);
@@ -317,17 +454,47 @@ T inverse_rms(T sum_sq, int64_t n, T eps) {
 template <class T>
 void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int64_t cols,
                    T eps) {
-  const bool pf = prefetches_next_block(rows, cols, sizeof(T));
-  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
-    dispatch_block(r0, count, [=]<int R>(int64_t first) {
-      const Rows<const T> xr{x + first * cols, cols};
+  const T* none = nullptr;
+  // One block of R rows, unpipelined: reduce, then write (prefetching when asked).
+  const auto block = [=]<int R>(int64_t first, bool pf) {
+    const Rows<const T> xr{x + first * cols, cols};
+    T scale[R];
+    sum_squares<R, false>(xr, none, cols, scale);
+    for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
+    write_block<R, false>(xr, none, scale, w, b, Rows<T>{out + first * cols, cols}, cols,
+                          next_block<R>(pf, first, rows, cols, x));
+  };
+  const RowPath path = row_path(rows, cols, sizeof(T));
+  if (path == RowPath::pipelined_pairs) {
+    constexpr int R = kPipeRows;
+    struct Stats {
       T scale[R];
-      sum_squares<R, false>(xr, static_cast<const T*>(nullptr), cols, scale);
-      for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      write_block<R, false>(xr, static_cast<const T*>(nullptr), scale, w, b,
-                            Rows<T>{out + first * cols, cols}, cols,
-                            next_block<R>(pf, first, rows, cols, x));
-    });
+    };
+    const auto rows_at = [=](int64_t first) { return Rows<const T>{x + first * cols, cols}; };
+    const auto to_scale = [=](Stats& s) {
+      for (int r = 0; r < R; ++r) s.scale[r] = inverse_rms(s.scale[r], cols, eps);
+    };
+    return pipeline_rows<Stats>(
+        rows, cols,
+        [=](int64_t first, Stats& s) {
+          sum_squares<R, false>(rows_at(first), none, cols, s.scale);
+          to_scale(s);
+        },
+        [=](int64_t first, const Stats& s, Stats& next) {
+          write_block_reducing_next<R, Reduction::squares, false>(
+              rows_at(first), none, s.scale, w, b, Rows<T>{out + first * cols, cols}, cols,
+              rows_at(first + R), next.scale);
+          to_scale(next);
+        },
+        [=](int64_t first, const Stats& s) {
+          write_block<R, false>(rows_at(first), none, s.scale, w, b,
+                                Rows<T>{out + first * cols, cols}, cols, {});
+        },
+        [=](int64_t r) { block.template operator()<1>(r, false); });
+  }
+  const bool pf = path == RowPath::prefetching;
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
+    dispatch_block(r0, count, [=]<int R>(int64_t first) { block.template operator()<R>(first, pf); });
   });
 }
 
@@ -336,26 +503,62 @@ void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int
 template <class T>
 void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
                      int64_t cols, T eps) {
-  const bool pf = prefetches_next_block(rows, cols, sizeof(T));
-  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
-    dispatch_block(r0, count, [=]<int R>(int64_t first) {
-      const Rows<const T> xr{x + first * cols, cols};
+  // mean[] holds the rows' sums on entry; on return it holds the means and scale[] the
+  // inverse standard deviations.
+  const auto finish_moments = [=]<int R>(Rows<const T> xr, T* mean, T* scale) {
+    for (int r = 0; r < R; ++r) mean[r] /= T(cols);
+    sum_squares<R, true>(xr, mean, cols, scale);
+    for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
+  };
+  const auto block = [=]<int R>(int64_t first, bool pf) {
+    const Rows<const T> xr{x + first * cols, cols};
+    T mean[R], scale[R];
+    sums<R>(xr, cols, mean);
+    finish_moments.template operator()<R>(xr, mean, scale);
+    write_block<R, true>(xr, mean, scale, w, b, Rows<T>{out + first * cols, cols}, cols,
+                         next_block<R>(pf, first, rows, cols, x));
+  };
+  const RowPath path = row_path(rows, cols, sizeof(T));
+  if (path == RowPath::pipelined_pairs) {
+    constexpr int R = kPipeRows;
+    struct Stats {
       T mean[R], scale[R];
-      sums<R>(xr, cols, mean);
-      for (int r = 0; r < R; ++r) mean[r] /= T(cols);
-      sum_squares<R, true>(xr, mean, cols, scale);
-      for (int r = 0; r < R; ++r) scale[r] = inverse_rms(scale[r], cols, eps);
-      write_block<R, true>(xr, mean, scale, w, b, Rows<T>{out + first * cols, cols}, cols,
-                           next_block<R>(pf, first, rows, cols, x));
-    });
+    };
+    const auto rows_at = [=](int64_t first) { return Rows<const T>{x + first * cols, cols}; };
+    return pipeline_rows<Stats>(
+        rows, cols,
+        [=](int64_t first, Stats& s) {
+          sums<R>(rows_at(first), cols, s.mean);
+          finish_moments.template operator()<R>(rows_at(first), s.mean, s.scale);
+        },
+        [=](int64_t first, const Stats& s, Stats& next) {
+          write_block_reducing_next<R, Reduction::sums, true>(
+              rows_at(first), s.mean, s.scale, w, b, Rows<T>{out + first * cols, cols}, cols,
+              rows_at(first + R), next.mean);
+          finish_moments.template operator()<R>(rows_at(first + R), next.mean, next.scale);
+        },
+        [=](int64_t first, const Stats& s) {
+          write_block<R, true>(rows_at(first), s.mean, s.scale, w, b,
+                               Rows<T>{out + first * cols, cols}, cols, {});
+        },
+        [=](int64_t r) { block.template operator()<1>(r, false); });
+  }
+  const bool pf = path == RowPath::prefetching;
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
+    dispatch_block(r0, count, [=]<int R>(int64_t first) { block.template operator()<R>(first, pf); });
   });
 }
 
 }  // namespace
 
+RowPath row_path(int64_t rows, int64_t cols, int64_t elem_bytes) {
+  if (cols * elem_bytes > kShortRowBytes) return RowPath::blocks_of_4;
+  if (rows >= 2 && rows * cols * elem_bytes >= kPrefetchMinBytes) return RowPath::prefetching;
+  return RowPath::pipelined_pairs;
+}
+
 bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes) {
-  return rows >= 2 && rows * cols * elem_bytes >= kPrefetchMinBytes &&
-         cols * elem_bytes <= kPrefetchMaxRowBytes;
+  return row_path(rows, cols, elem_bytes) == RowPath::prefetching;
 }
 
 void rms_norm(const float* x, const float* weight, const float* bias, float* out,

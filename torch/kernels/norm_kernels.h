@@ -25,11 +25,24 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* o
 // The bandwidth yardstick: out = x, with the same threading as the norms.
 void copy_rows(const float* x, float* out, int64_t rows, int64_t cols);
 
-// Whether a call over `rows` x `cols` elements of `elem_bytes` bytes each (per input)
-// takes the prefetching path - rows one at a time, each write pass prefetching the next
-// row - rather than blocks of 4 rows without software prefetch: for inputs too large to
-// stay in the caches (>= 8 MiB) with short rows (<= 4 KiB). Exposed so that tests can
-// cover both paths.
+// How rms_norm and layer_norm walk the rows of a call over `rows` x `cols` elements of
+// `elem_bytes` bytes each (per input); the measurements that chose the rule are in
+// docs/kernels.md. Exposed so that tests can cover every path.
+enum class RowPath {
+  // Short rows (<= 4 KiB), input < 8 MiB (it stays in the caches): blocks of 2 rows, each
+  // thread's rows software-pipelined - the write pass of one block reduces the next.
+  pipelined_pairs,
+  // Short rows, input >= 8 MiB (from memory): rows one at a time, each write pass
+  // prefetching the next row.
+  prefetching,
+  // Rows > 4 KiB (long sequential streams the hardware prefetchers follow on their own):
+  // blocks of 4 rows, the reductions of a block interleaved.
+  blocks_of_4,
+};
+RowPath row_path(int64_t rows, int64_t cols, int64_t elem_bytes);
+
+// row_path(...) == RowPath::prefetching. add_rms_norm takes that path by the same rule and
+// blocks of 4 rows otherwise.
 bool prefetches_next_block(int64_t rows, int64_t cols, int64_t elem_bytes);
 
 // double versions, for exactness checks against the reference evaluator.
