@@ -451,6 +451,15 @@ T inverse_rms(T sum_sq, int64_t n, T eps) {
   return T(1) / std::sqrt(sum_sq / T(n) + eps);
 }
 
+// The unpipelined paths: block.template operator()<R>(first, pf) over blocks of 4 rows,
+// or of one row when prefetching (pf), in parallel.
+template <class BlockFn>
+void run_blocks(int64_t rows, int64_t cols, bool pf, BlockFn block) {
+  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
+    dispatch_block(r0, count, [=]<int R>(int64_t first) { block.template operator()<R>(first, pf); });
+  });
+}
+
 template <class T>
 void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int64_t cols,
                    T eps) {
@@ -492,10 +501,7 @@ void rms_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows, int
         },
         [=](int64_t r) { block.template operator()<1>(r, false); });
   }
-  const bool pf = path == RowPath::prefetching;
-  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
-    dispatch_block(r0, count, [=]<int R>(int64_t first) { block.template operator()<R>(first, pf); });
-  });
+  run_blocks(rows, cols, path == RowPath::prefetching, block);
 }
 
 // Two-pass moments over the cache-resident rows: the mean, then the squared deviations
@@ -543,10 +549,7 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* out, int64_t rows,
         },
         [=](int64_t r) { block.template operator()<1>(r, false); });
   }
-  const bool pf = path == RowPath::prefetching;
-  for_each_block(rows, cols, block_rows(pf), [=](int64_t r0, int64_t count) {
-    dispatch_block(r0, count, [=]<int R>(int64_t first) { block.template operator()<R>(first, pf); });
-  });
+  run_blocks(rows, cols, path == RowPath::prefetching, block);
 }
 
 }  // namespace
