@@ -7,6 +7,7 @@
 // campaign is `lnverify fuzz --cases 100000`.
 // RC_TAG lines in the log show the verdict mix per mode; the last test asserts that both
 // verdicts occurred for every rule (producer kind for "yes", breaking op for "no").
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
@@ -19,6 +20,7 @@
 
 #include "checkers/equivalence.h"
 #include "core/analysis/fold_plan.h"
+#include "core/model_json.h"
 #include "generators/random_graph.h"
 
 namespace lnv {
@@ -71,7 +73,13 @@ void verdicts_agree_with_exact_evaluation(Mode mode) {
          : rep.foldable == rep.layer_norms ? "all LNs foldable"
          : rep.foldable == 0               ? "no LN foldable"
                                            : "some LNs foldable");
-  if (rep.outcome() != report::Outcome::holds) RC_FAIL(report::to_text(rep));
+  if (rep.outcome() != report::Outcome::holds) {
+    // LNV_PROPERTY_DUMP=DIR keeps the failing model (the last one written is the shrunk
+    // counterexample) for `lnverify check` / `lnverify audit` and for tests/regressions/.
+    if (const char* dir = std::getenv("LNV_PROPERTY_DUMP"))
+      save_model(g, std::string(dir) + "/" + std::string(mode_name(mode)) + ".model.json");
+    RC_FAIL(report::to_text(rep));
+  }
 }
 
 constexpr int kCases = 1000;

@@ -286,11 +286,12 @@ std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
   return out;
 }
 
-// LayerNorms that no output depends on only because other LNs' outputs have a zero mean
-// (a mean over the axes of an LN without affine cuts them off). Swapped alone, such an LN
-// changes no output, with nothing centered; but its RMSNorm no longer outputs a zero mean,
-// and an LN folded downstream of it may have relied on that, and then no longer cuts the
-// paths that made this one dead. So each is checked against the plan, downstream first
+// LayerNorms that no output depends on only because of other LNs: their outputs' zero
+// mean (a mean over the axes of an LN without affine cuts them off) or their ignoring an
+// input uniform along their axes (an LN then outputs its bias; an RMSNorm does not).
+// Swapped alone, such an LN changes no output, with nothing centered; but its RMSNorm no
+// longer outputs what the LN did (a zero mean, a zero), and an LN folded downstream of it
+// may have relied on that, and then no longer cuts the paths that made this one dead. So each is checked against the plan, downstream first
 // (its check swaps every dead fold accepted so far with it, so the last acceptance checks
 // them all together): foldable if the swaps still reach no output with the plan's folded
 // LNs trusted only where nothing swapped reaches them; otherwise "no", naming the folded
@@ -340,9 +341,10 @@ void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& ce
     std::string list;
     for (const std::string& name : names) list += (list.empty() ? "`" : ", `") + name + "`";
     v->reason[m] = "swapping `" + v->name + "` alone changes no output (its paths to the outputs "
-                   "end in the zero mean of " + (list.empty() ? std::string("other LayerNorms") : list) +
-                   "), but folding it together with the plan does: the folded LayerNorms "
-                   "downstream of it keep a zero-mean output only while `" + v->name +
+                   "end at " + (list.empty() ? std::string("other LayerNorms") : list) +
+                   ": the zero mean of a LayerNorm's output, or a LayerNorm that ignores an "
+                   "input uniform along its axes), but folding it together with the plan does: "
+                   "the folded LayerNorms downstream of it are exact only while `" + v->name +
                    "` stays a LayerNorm, so it is kept";
     v->path[m] = {names.empty() ? v->name : names.front(), v->name};
   }

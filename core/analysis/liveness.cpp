@@ -94,6 +94,15 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
     if (swapped[v]) {
       changed[v] = unzeroed[v] = distrusted[v] = 1;
     } else {
+      // A folded LN whose input may have lost the zero mean its fold relied on is an
+      // RMSNorm of an uncentered value: trust neither its zero-mean output nor its
+      // ignoring a uniform input (an RMSNorm of a uniform row is not its bias) - decided
+      // before its own zero and ignoring are read.
+      bool input_unzeroed = false;
+      for (const ValueRef& r : g_.node_inputs[v])
+        if (r.kind == ValueRef::Kind::node) input_unzeroed |= unzeroed[r.index] != 0;
+      const bool broken_fold = node.op == Op::layer_norm && folded[v] && input_unzeroed;
+      if (broken_fold) distrusted[v] = 1;
       zero[v] = structurally_zero(v, zero, trust);
       if (!ignores_inputs(v, zero, trust))
         for (const ValueRef& r : g_.node_inputs[v])
@@ -104,8 +113,7 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
       const bool keeps_zero_mean =
           centered[v] || node.op == Op::center ||
           (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() &&
-           !(folded[v] && unzeroed[v]));
-      if (node.op == Op::layer_norm && folded[v] && unzeroed[v]) distrusted[v] = 1;
+           !broken_fold);
       if (keeps_zero_mean) unzeroed[v] = 0;
     }
     if (changed[v] && is_output_[v]) return true;
@@ -228,6 +236,70 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::linear:
       m = mapped(in[0]) & ~bit(int64_t(R) - 1);
       break;
+    // Row-wise over axes A: uniform along the axes outside A where the input is; along A
+    // as well when the input is and nothing the node adds varies along A (a row constant
+    // along A normalizes to 0 under LayerNorm, to c / sqrt(c^2 + eps) under RMSNorm - so
+    // also when one is swapped for the other - centers to 0, softmaxes to 1/|A|; an affine
+    // weight or bias varies along A).
+    case Op::layer_norm:
+    case Op::rms_norm:
+      m = mapped(in[0]) & (n.weight.empty() && n.bias.empty() ? all : ~norm_axes(v));
+      break;
+    case Op::center:
+    case Op::softmax:
+      m = mapped(in[0]);
+      break;
+    case Op::transpose: {
+      const Mask own = mapped(in[0]);
+      for (size_t i = 0; i < R; ++i)
+        if (own & bit(normalize_axis(n.perm[i], int64_t(R), n.name))) m |= bit(int64_t(i));
+      break;
+    }
+    // Reshape: the input and output axes fall into groups of equal element counts (a
+    // group of input axes is flattened and re-split into its output axes); a group's
+    // output axes are uniform when all its input axes are (its block is then constant).
+    case Op::reshape: {
+      const Shape& s = g_.shape_of(in[0]);
+      const Mask own = in[0].kind == ValueRef::Kind::node ? uniform[in[0].index]
+                                                           : analysis::size1_mask(s);
+      size_t i = 0, j = 0;
+      while (i < s.size() || j < R) {
+        const size_t i0 = i, j0 = j;
+        int64_t pi = i < s.size() ? s[i++] : 1, pj = j < R ? out[j++] : 1;
+        while (pi != pj) {
+          if (pi < pj && i < s.size()) pi *= s[i++];
+          else if (pj < pi && j < R) pj *= out[j++];
+          else break;
+        }
+        if (pi != pj) break;  // cannot happen for a valid reshape; stay conservative
+        bool group_uniform = true;
+        for (size_t a = i0; a < i; ++a) group_uniform = group_uniform && (own & bit(int64_t(a)));
+        if (group_uniform)
+          for (size_t b = j0; b < j; ++b) m |= bit(int64_t(b));
+      }
+      break;
+    }
+    // A reduction over axes A: uniform along each kept axis the input is uniform along.
+    case Op::mean:
+    case Op::max: {
+      const Shape& s = g_.shape_of(in[0]);
+      const Mask own = in[0].kind == ValueRef::Kind::node ? uniform[in[0].index]
+                                                           : analysis::size1_mask(s);
+      const Mask reduced = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name));
+      int64_t o = 0;
+      for (size_t a = 0; a < s.size(); ++a) {
+        if (!n.keepdims && (reduced & bit(int64_t(a)))) continue;
+        if ((own & bit(int64_t(a))) && !(reduced & bit(int64_t(a)))) m |= bit(o);
+        ++o;
+      }
+      break;
+    }
+    case Op::concat: {
+      const Mask along = bit(normalize_axis(n.axis, int64_t(R), n.name));
+      m = all & ~along;
+      for (const ValueRef& r : in) m &= mapped(r);
+      break;
+    }
     default:
       m = 0;
   }
