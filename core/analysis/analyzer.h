@@ -321,7 +321,10 @@ class Analyzer {
 
   // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
   // affine or a center over some of them, a producer already centered over them).
-  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const;
+  // (Through identities and sums of zero-mean operands, at most kZeroMeanDepth deep.)
+  static constexpr int kZeroMeanDepth = 32;
+  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust,
+                      int depth = 0) const;
 
   // Axes along which a node's value is the same everywhere by construction (it does not
   // depend on the position there): zero values, and what is computed from them.
