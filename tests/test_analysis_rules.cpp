@@ -568,5 +568,41 @@ TEST(AnalysisRules, DeepResidualStreamIsFoldableThroughout) {
   EXPECT_EQ(lean.center.size(), plan.center.size());
 }
 
+// The zero mean of an LN output without affine is carried through inference dropouts and
+// sums of zero-mean operands: mean(dropout(ln0) + ln0) over ln0's axes is 0, so the
+// graph input times it is 0 and ln2 = LayerNorm(0) folds with nothing centered (the input
+// itself cannot be centered). A DAG of 60
+// sums that each add their operand to itself (2^60 paths back to ln0) answers in bounded
+// work (the question gives up, conservatively, after a fixed number of visits) - if the
+// walk were unbounded this test would not finish.
+TEST(AnalysisRules, ZeroMeanThroughSumsIsBoundedOnReusedOperands) {
+  for (int chain : {1, 60}) {
+    GraphBuilder b = linear_start();
+    layer_norm(b, "ln0", "fc");
+    Node& d = b.node("d", Op::dropout, {"ln0"});
+    d.p = 0.1;
+    std::string last = "d";
+    for (int k = 0; k < chain; ++k) {
+      const std::string name = "s" + std::to_string(k);
+      b.node(name, Op::add, {last, k == 0 ? "ln0" : last});
+      last = name;
+    }
+    Node& m = b.node("m", Op::mean, {last});
+    m.axes = {-1};
+    m.keepdims = true;
+    b.node("p", Op::mul, {"x", "m"});
+    layer_norm(b, "ln2", "p");
+    const FoldPlan plan = detect_foldable(b.build({"ln2", "ln0"}), Mode::inference);
+    const LnVerdict v = verdict(plan, "ln2");
+    if (chain == 1) {
+      EXPECT_TRUE(v.foldable[0]) << v.reason[0];  // inference: the mean is 0
+      EXPECT_TRUE(v.terms.empty());
+      EXPECT_FALSE(v.foldable[1]);  // training: the dropout mask breaks the zero mean
+    } else {
+      EXPECT_FALSE(v.foldable[0]);  // past the visit budget: a conservative "no"
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lnv

@@ -321,10 +321,16 @@ class Analyzer {
 
   // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
   // affine or a center over some of them, a producer already centered over them).
-  // (Through identities and sums of zero-mean operands, at most kZeroMeanDepth deep.)
-  static constexpr int kZeroMeanDepth = 32;
-  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust,
-                      int depth = 0) const;
+  // (Through identities and sums of zero-mean operands, visiting at most kZeroMeanVisits
+  // nodes per question: a DAG of sums that reuse their operands has exponentially many
+  // paths.)
+  static constexpr int kZeroMeanVisits = 64;
+  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const {
+    int budget = kZeroMeanVisits;
+    return zero_mean_within(x, axes, trust, budget);
+  }
+  bool zero_mean_within(const ValueRef& x, const Axes& axes, const Trust& trust,
+                        int& budget) const;
 
   // Axes along which a node's value is the same everywhere by construction (it does not
   // depend on the position there): zero values, and what is computed from them.

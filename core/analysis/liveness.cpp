@@ -121,9 +121,9 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
   return false;
 }
 
-bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust,
-                              int depth) const {
-  if (x.kind != ValueRef::Kind::node || depth > kZeroMeanDepth) return false;
+bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust& trust,
+                                int& budget) const {
+  if (x.kind != ValueRef::Kind::node || --budget < 0) return false;
   const Node& n = g_.nodes[x.index];
   const Shape& s = g_.node_shapes[x.index];
   const Mask b = analysis::mask_of(axes);
@@ -150,10 +150,10 @@ bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& 
   const auto& in = g_.node_inputs[x.index];
   const bool identity = n.op == Op::scale ||
                         (n.op == Op::dropout && (mode_ == Mode::inference || n.p == 0.0));
-  if (identity) return zero_mean_over(in[0], axes, trust, depth + 1);
+  if (identity) return zero_mean_within(in[0], axes, trust, budget);
   if (n.op == Op::add || n.op == Op::sub) {
     for (const ValueRef& r : in)
-      if (g_.shape_of(r) != s || !zero_mean_over(r, axes, trust, depth + 1)) return false;
+      if (g_.shape_of(r) != s || !zero_mean_within(r, axes, trust, budget)) return false;
     return true;
   }
   return false;
