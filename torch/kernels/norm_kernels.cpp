@@ -420,13 +420,14 @@ inline int64_t block_rows(bool prefetch) { return prefetch ? 1 : kBlock; }
 // left over at the end of a share go one at a time, unpipelined.
 constexpr int kPipeRows = 2;
 
-// Per row: reduce(first, stats) fills the R rows' statistics from their own pass,
-// write_and_reduce_next(first, stats, next_stats) writes rows with `stats` and reduces the
-// next R rows into next_stats, write(first, stats) writes the last block of a share.
-// Stats is an array type holding everything a block's write pass needs.
+// Per block of kPipeRows rows starting at `first`: reduce(first, stats) fills the block's
+// statistics from a pass of its own (the first block of a share), write_and_reduce_next(
+// first, stats, next) writes the block with `stats` and reduces the next block into
+// `next`, write(first, stats) writes the last block of a share; single_row(r) does all of
+// one left-over row. Stats is a struct with what a block's write pass needs.
 template <class Stats, class ReduceFn, class WriteReduceFn, class WriteFn, class SingleRowFn>
-void pipeline_rows(int64_t rows, int64_t cols, ReduceFn reduce, WriteReduceFn write_and_reduce_next,
-                   WriteFn write, SingleRowFn single_row) {
+void pipeline_rows(int64_t rows, int64_t cols, ReduceFn reduce,
+                   WriteReduceFn write_and_reduce_next, WriteFn write, SingleRowFn single_row) {
   for_each_share(rows, cols, kPipeRows, [&](int64_t begin, int64_t end) {
     const int64_t full_end = begin + (end - begin) / kPipeRows * kPipeRows;
     if (begin < full_end) {
