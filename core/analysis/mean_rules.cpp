@@ -58,9 +58,20 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
           in_shape(n, 1 - candidate).size() == 2 && in_shape(n, candidate).size() == R)
         act = candidate;
     }
-    if (act >= 0 && pool_.size(operand_mean(n, act, a & ~feature)) == 0) {
-      r.zero = true;
-      return r;
+    if (act >= 0) {
+      const Form rest = operand_mean(n, act, a & ~feature);
+      if (pool_.size(rest) == 0) {
+        r.zero = true;
+        return r;
+      }
+      // Centering this producer over its features would not be safe, but the input's mean
+      // over the other axes is a combination of sound terms: zeroing it (centering those
+      // terms) zeroes the whole mean, a linear function of it - center them instead.
+      const int32_t producer = producer_term(n, feature);
+      if (!term_safe_now(producer) && pool_.first_bad(rest) == nullptr) {
+        r.parts.push_back({act, a & ~feature, 1.0, (uint64_t(uint32_t(n)) << 8) + 2, -1});
+        return r;
+      }
     }
   }
   Entry e;
