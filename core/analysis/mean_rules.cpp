@@ -79,11 +79,15 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   e.mask = a;
   e.coeff = 1.0;
   // A grouped conv centered over all its output channels is not zero-mean over them, unless
-  // its input is structurally zero: then it outputs its bias, which centering does center.
+  // its input is structurally zero (it then outputs its bias, which centering does center)
+  // or uniform along the channel axis (every group then reads the same input, and for each
+  // input position and tap the centered weights sum to 0 over all output channels, as for
+  // a dense conv).
   const ValueRef& x = g_.node_inputs[n][0];
   const bool zero_input = x.kind == ValueRef::Kind::node && zero_[x.index];
-  const bool grouped =
-      (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1 && !zero_input;
+  const bool same_input_per_group = x.kind == ValueRef::Kind::node && (uniform_[x.index] & bit(1));
+  const bool grouped = (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1 &&
+                       !zero_input && !same_input_per_group;
   if (node.cbwc && node.op != Op::rnn) {
     if (subset(feature, a) && feature != 0 && !grouped) {
       r.zero = true;
