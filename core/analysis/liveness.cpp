@@ -156,6 +156,29 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
       if (g_.shape_of(r) != s || !zero_mean_within(r, axes, trust, budget)) return false;
     return true;
   }
+  // Linear maps along other axes: mean_B(x Wᵀ) = mean_B(x) Wᵀ without a bias when B avoids
+  // the feature axis; a 2-D param multiplying from the left mixes rows only, from the right
+  // columns only; a transpose permutes B.
+  const int64_t R = int64_t(s.size());
+  const Mask real = b & ~analysis::size1_mask(s);
+  auto same_rank = [&](const ValueRef& r) { return int64_t(g_.shape_of(r).size()) == R; };
+  auto is_param2 = [&](const ValueRef& r) {
+    return r.kind == ValueRef::Kind::param && g_.shape_of(r).size() == 2;
+  };
+  if (n.op == Op::linear && n.bias.empty() && !(real & bit(R - 1)) && same_rank(in[0]))
+    return zero_mean_within(in[0], axes, trust, budget);
+  if (n.op == Op::matmul && R >= 2) {
+    if (is_param2(in[0]) && same_rank(in[1]) && !n.transpose_b && !(real & bit(R - 2)))
+      return zero_mean_within(in[1], axes, trust, budget);
+    if (is_param2(in[1]) && same_rank(in[0]) && !(real & bit(R - 1)))
+      return zero_mean_within(in[0], axes, trust, budget);
+  }
+  if (n.op == Op::transpose) {
+    Axes permuted;
+    for (int64_t i = 0; i < R; ++i)
+      if (b & bit(i)) permuted.push_back(normalize_axis(n.perm[size_t(i)], R, n.name));
+    return zero_mean_within(in[0], permuted, trust, budget);
+  }
   return false;
 }
 
