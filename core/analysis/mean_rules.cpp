@@ -69,7 +69,9 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
       // terms) zeroes the whole mean, a linear function of it - center them instead.
       const int32_t producer = producer_term(n, feature);
       if (!term_safe_now(producer) && pool_.first_bad(rest) == nullptr) {
-        r.parts.push_back({act, a & ~feature, 1.0, (uint64_t(uint32_t(n)) << 8) + 2, -1});
+        // Its own tag (+3: the matmul rules' tag_of(k) use +1 and +2): the transport
+        // mean_F(· Wᵀ) differs from the pass-through above.
+        r.parts.push_back({act, a & ~feature, 1.0, (uint64_t(uint32_t(n)) << 8) + 3, -1});
         return r;
       }
     }
