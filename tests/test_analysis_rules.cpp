@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/analysis/fold_plan.h"
+#include "core/error.h"
 #include "tests/eval_test_graphs.h"
 
 namespace lnv {
@@ -601,6 +602,23 @@ TEST(AnalysisRules, ZeroMeanThroughSumsIsBoundedOnReusedOperands) {
     } else {
       EXPECT_FALSE(v.foldable[0]);  // past the visit budget: a conservative "no"
     }
+  }
+}
+
+// Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
+// any mask is built (a shift by 64 would be undefined).
+TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {
+  GraphBuilder b;
+  b.input("x", Shape(64, 1));
+  b.node("deep_relu", Op::relu, {"x"});
+  layer_norm(b, "ln", "deep_relu");
+  const Graph g = b.build({"ln"});
+  try {
+    detect_foldable(g, Mode::inference);
+    FAIL() << "rank 64 accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank up to 63"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deep_relu"), std::string::npos) << e.what();
   }
 }
 

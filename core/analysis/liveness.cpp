@@ -10,6 +10,10 @@ namespace lnv::analysis::detail {
 
 Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   const size_t n = g.nodes.size();
+  // Axis sets are 64-bit masks: checked before any is built.
+  for (size_t i = 0; i < n; ++i)
+    if (g.node_shapes[i].size() > 63)
+      throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
   uses_.assign(n, {});
   for (size_t c = 0; c < n; ++c)
     for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
@@ -55,9 +59,6 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
       live_through_sums(strict_sums, zero_strict_, Trust{.lns = false});
   for (size_t v = 0; v < n; ++v)
     if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
-  for (size_t i = 0; i < n; ++i)
-    if (g.node_shapes[i].size() > 63)
-      throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
 }
 
 std::vector<bool> Analyzer::live_through_sums(const SumForms& sums, const std::vector<bool>& zero,
