@@ -87,19 +87,6 @@ inline auto horizontal_sum(V v) {
   return s;
 }
 
-// Calls block_fn(first_row, count) for consecutive blocks of up to block_rows rows,
-// blocks in parallel.
-template <class BlockFn>
-void for_each_block(int64_t rows, int64_t cols, int64_t block_rows, BlockFn block_fn) {
-  const int64_t blocks = (rows + block_rows - 1) / block_rows;
-  const bool parallel = blocks > 1 && rows * cols >= kMinParallelElements;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t r0 = b * block_rows;
-    block_fn(r0, std::min<int64_t>(block_rows, rows - r0));
-  }
-}
-
 // Calls share_fn(begin, end) once per thread with its contiguous share of the rows
 // (shares are whole multiples of `unit` rows but for the last), in parallel.
 template <class ShareFn>
@@ -113,6 +100,16 @@ void for_each_share(int64_t rows, int64_t cols, int64_t unit, ShareFn share_fn) 
     const int64_t end = std::min(rows, units * (t + 1) / threads * unit);
     if (begin < end) share_fn(begin, end);
   }
+}
+
+// Calls block_fn(first_row, count) for consecutive blocks of up to block_rows rows, each
+// thread's share of the blocks in order.
+template <class BlockFn>
+void for_each_block(int64_t rows, int64_t cols, int64_t block_rows, BlockFn block_fn) {
+  for_each_share(rows, cols, block_rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r0 = begin; r0 < end; r0 += block_rows)
+      block_fn(r0, std::min(block_rows, end - r0));
+  });
 }
 
 // Runs fn.template operator()<R>(r0) as one block of R = kBlock rows, or row by row
@@ -149,9 +146,21 @@ inline V fold_chains(const V (&a)[A]) {
   return t[0];
 }
 
-// out[r] = sum_j (x[r][j] - shift[r])^2 for the R rows.
-template <int R, bool kShift, class T>
-void sum_squares(Rows<const T> x, const T* shift, int64_t n, T* out) {
+// What a reduction sums: squares (RMSNorm; LayerNorm's deviations) or plain values
+// (LayerNorm's mean).
+enum class Reduction { squares, sums };
+
+// One value (a vector or a scalar) into a reduction's accumulator.
+template <Reduction kReduce, class V>
+inline V accumulate(V acc, V u) {
+  if constexpr (kReduce == Reduction::squares) return acc + u * u;
+  return acc + u;
+}
+
+// out[r] = sum_j f(x[r][j] - shift[r]) for the R rows, f the square or the identity
+// (shift only with kShift).
+template <int R, Reduction kReduce, bool kShift, class T>
+void reduce_rows(Rows<const T> x, const T* shift, int64_t n, T* out) {
   constexpr int64_t W = kLanes<T>;
   constexpr int A = kChains<R>;
   Vec<T> c[R], acc[R][A];
@@ -165,43 +174,32 @@ void sum_squares(Rows<const T> x, const T* shift, int64_t n, T* out) {
       for (int q = 0; q < A; ++q) {
         Vec<T> v = load(x[r] + j + q * W);
         if constexpr (kShift) v -= c[r];
-        acc[r][q] += v * v;
+        acc[r][q] = accumulate<kReduce>(acc[r][q], v);
       }
   for (; j + W <= n; j += W)
     for (int r = 0; r < R; ++r) {
       Vec<T> v = load(x[r] + j);
       if constexpr (kShift) v -= c[r];
-      acc[r][0] += v * v;
+      acc[r][0] = accumulate<kReduce>(acc[r][0], v);
     }
   for (int r = 0; r < R; ++r) {
     T s = horizontal_sum(fold_chains(acc[r]));
-    for (int64_t k = j; k < n; ++k) {
-      const T d = kShift ? x[r][k] - shift[r] : x[r][k];
-      s += d * d;
-    }
+    for (int64_t k = j; k < n; ++k)
+      s = accumulate<kReduce>(s, kShift ? x[r][k] - shift[r] : x[r][k]);
     out[r] = s;
   }
+}
+
+// out[r] = sum_j (x[r][j] - shift[r])^2 for the R rows.
+template <int R, bool kShift, class T>
+void sum_squares(Rows<const T> x, const T* shift, int64_t n, T* out) {
+  reduce_rows<R, Reduction::squares, kShift>(x, shift, n, out);
 }
 
 // out[r] = sum_j x[r][j].
 template <int R, class T>
 void sums(Rows<const T> x, int64_t n, T* out) {
-  constexpr int64_t W = kLanes<T>;
-  constexpr int A = kChains<R>;
-  Vec<T> acc[R][A];
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < A; ++q) acc[r][q] = Vec<T>{};
-  int64_t j = 0;
-  for (; j + A * W <= n; j += A * W)
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < A; ++q) acc[r][q] += load(x[r] + j + q * W);
-  for (; j + W <= n; j += W)
-    for (int r = 0; r < R; ++r) acc[r][0] += load(x[r] + j);
-  for (int r = 0; r < R; ++r) {
-    T s = horizontal_sum(fold_chains(acc[r]));
-    for (int64_t k = j; k < n; ++k) s += x[r][k];
-    out[r] = s;
-  }
+  reduce_rows<R, Reduction::sums, false>(x, static_cast<const T*>(nullptr), n, out);
 }
 
 // s[r] = x[r] + res[r] (written), out[r] = sum_j s[r][j]^2.
@@ -319,11 +317,6 @@ void write_block(Rows<const T> x, const T* shift, const T* scale, const T* w, co
   });
 }
 
-// What the pipelined write pass reduces of the next block: squares (RMSNorm) or plain
-// sums (LayerNorm's mean; its squared deviations need the mean first and take a pass of
-// their own, over rows the fused loop has just brought into L1).
-enum class Reduction { squares, sums };
-
 // (v - c) * k [* w] [+ b], one vector of a write pass.
 template <bool kWeight, bool kBias, bool kShift, class V>
 inline V normalized(V v, V c, V k, V wv, V bv) {
@@ -334,18 +327,13 @@ inline V normalized(V v, V c, V k, V wv, V bv) {
   return v;
 }
 
-// One vector into a reduction's accumulator.
-template <Reduction kReduce, class V>
-inline V accumulate(V acc, V u) {
-  if constexpr (kReduce == Reduction::squares) return acc + u * u;
-  return acc + u;
-}
-
 // The write pass of block x -> y (as write_rows) fused with the reduction of the next
 // block's rows `next` into next_out[r], so that the next block streams in from the caches
 // while this one is written (a copy reads and writes all the time; a norm whose passes
 // take turns leaves the reads idle while it writes). Two chains per row, each fed once
-// per two-vector step, which the step's stores outlast.
+// per two-vector step, which the step's stores outlast. kReduce: squares for RMSNorm,
+// sums for LayerNorm's mean (its squared deviations need the mean first and take a pass
+// of their own, over rows this loop has just brought into L1).
 template <int R, Reduction kReduce, bool kWeight, bool kBias, bool kShift, class T>
 void write_rows_reducing_next(Rows<const T> x, const T* shift, const T* scale, const T* w,
                               const T* b, Rows<T> y, int64_t n, Rows<const T> next,
@@ -384,8 +372,7 @@ void write_rows_reducing_next(Rows<const T> x, const T* shift, const T* scale, c
   write_tail<R, kWeight, kBias, kShift>(x, shift, scale, w, b, y, j, n);
   for (int r = 0; r < R; ++r) {
     T a = horizontal_sum(acc[r][0] + acc[r][1]);
-    for (int64_t i = j; i < n; ++i)
-      a += kReduce == Reduction::squares ? next[r][i] * next[r][i] : next[r][i];
+    for (int64_t i = j; i < n; ++i) a = accumulate<kReduce>(a, next[r][i]);
     next_out[r] = a;
   }
 }
