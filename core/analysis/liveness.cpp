@@ -232,10 +232,13 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
   const Mask all = R >= 64 ? ~Mask(0) : (Mask(1) << R) - 1;
   if (zero[v]) return all;
   const auto& in = g_.node_inputs[v];
+  auto own = [&](const ValueRef& r) -> Mask {  // r's uniform axes, in r's own axes
+    return r.kind == ValueRef::Kind::node ? uniform[r.index]
+                                           : analysis::size1_mask(g_.shape_of(r));
+  };
   auto mapped = [&](const ValueRef& r) -> Mask {  // r's uniform axes, broadcast to v's shape
     const Shape& s = g_.shape_of(r);
-    const Mask own = r.kind == ValueRef::Kind::node ? uniform[r.index] : analysis::size1_mask(s);
-    return analysis::operand_to_out(own, s.size(), R) | analysis::broadcast_const_axes(s, R);
+    return analysis::operand_to_out(own(r), s.size(), R) | analysis::broadcast_const_axes(s, R);
   };
   // A sum is uniform along the axes all its atoms are uniform along ((a + c) - a = c).
   Mask from_sums = 0;
@@ -286,9 +289,9 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       m = mapped(in[0]);
       break;
     case Op::transpose: {
-      const Mask own = mapped(in[0]);
+      const Mask in_uniform = own(in[0]);  // same rank as v
       for (size_t i = 0; i < R; ++i)
-        if (own & bit(normalize_axis(n.perm[i], int64_t(R), n.name))) m |= bit(int64_t(i));
+        if (in_uniform & bit(normalize_axis(n.perm[i], int64_t(R), n.name))) m |= bit(int64_t(i));
       break;
     }
     // Reshape: the input and output axes fall into groups of equal element counts (a
@@ -296,8 +299,7 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     // output axes are uniform when all its input axes are (its block is then constant).
     case Op::reshape: {
       const Shape& s = g_.shape_of(in[0]);
-      const Mask own = in[0].kind == ValueRef::Kind::node ? uniform[in[0].index]
-                                                           : analysis::size1_mask(s);
+      const Mask in_uniform = own(in[0]);
       size_t i = 0, j = 0;
       while (i < s.size() || j < R) {
         const size_t i0 = i, j0 = j;
@@ -309,7 +311,7 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
         }
         if (pi != pj) break;  // cannot happen for a valid reshape; stay conservative
         bool group_uniform = true;
-        for (size_t a = i0; a < i; ++a) group_uniform = group_uniform && (own & bit(int64_t(a)));
+        for (size_t a = i0; a < i; ++a) group_uniform = group_uniform && (in_uniform & bit(int64_t(a)));
         if (group_uniform)
           for (size_t b = j0; b < j; ++b) m |= bit(int64_t(b));
       }
@@ -319,13 +321,12 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::mean:
     case Op::max: {
       const Shape& s = g_.shape_of(in[0]);
-      const Mask own = in[0].kind == ValueRef::Kind::node ? uniform[in[0].index]
-                                                           : analysis::size1_mask(s);
+      const Mask in_uniform = own(in[0]);
       const Mask reduced = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name));
       int64_t o = 0;
       for (size_t a = 0; a < s.size(); ++a) {
         if (!n.keepdims && (reduced & bit(int64_t(a)))) continue;
-        if ((own & bit(int64_t(a))) && !(reduced & bit(int64_t(a)))) m |= bit(o);
+        if ((in_uniform & bit(int64_t(a))) && !(reduced & bit(int64_t(a)))) m |= bit(o);
         ++o;
       }
       break;
