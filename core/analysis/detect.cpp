@@ -291,10 +291,11 @@ std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
 // input uniform along their axes (an LN then outputs its bias; an RMSNorm does not).
 // Swapped alone, such an LN changes no output, with nothing centered; but its RMSNorm no
 // longer outputs what the LN did (a zero mean, a zero), and an LN folded downstream of it
-// may have relied on that, and then no longer cuts the paths that made this one dead. So each is checked against the plan, downstream first
-// (its check swaps every dead fold accepted so far with it, so the last acceptance checks
-// them all together): foldable if the swaps still reach no output with the plan's folded
-// LNs trusted only where nothing swapped reaches them; otherwise "no", naming the folded
+// may have relied on that, and then no longer cuts the paths that made this one dead. So
+// each is checked against the plan, downstream first (its check swaps every dead fold
+// accepted so far with it, so the last acceptance checks them all together): foldable if
+// the swaps still reach no output with the plan's folded LNs trusted only where nothing
+// swapped reaches them; otherwise "no", naming the folded
 // LNs it would break (the verdict is relative to the plan: docs/DECISIONS.md).
 void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& centered,
                           const std::vector<int32_t>& ln_nodes, FoldPlan& plan) {
