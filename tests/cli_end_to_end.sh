@@ -77,13 +77,14 @@ run "fold refuses to overwrite the weights it reads" 2 "$LNV" fold "$T/st.json" 
 run "short fuzz campaign" 0 "$LNV" fuzz --cases 5 --seed 3 --max-nodes 10 --out "$T/fuzz"
 run "fuzz --keep-going, nothing failing" 0 "$LNV" fuzz --cases 5 --seed 3 --max-nodes 10 --keep-going --out "$T/fuzzk0"
 has "fuzz --keep-going: summary without failures" "no failing case in 5"
-# Seed 170122 is an over-cautious "no" of today's analysis (a centered term's shift
-# reaching a graph output; README "What is not done"). If the analysis learns it, this
-# check fails: take another seed from a `lnverify fuzz --keep-going` campaign.
-run "fuzz --keep-going over an over-cautious case" 1 "$LNV" fuzz --cases 1 --seed 170122 --keep-going --out "$T/fuzzk1"
+# Seed 314870 is an over-cautious "no" of today's analysis (a grouped convolution whose
+# weight centering is not exact, though the LN it feeds is; README "What is not done").
+# If the analysis learns it, this check fails: take another seed from a `lnverify fuzz
+# --keep-going` campaign. (Seed 170122 served until the softmax-column rule learned it.)
+run "fuzz --keep-going over an over-cautious case" 1 "$LNV" fuzz --cases 1 --seed 314870 --keep-going --out "$T/fuzzk1"
 has "fuzz --keep-going: the case is counted as over-cautious, not as a wrong yes" \
-  '0 wrong "yes" .*; 1 over-cautious "no": 170122'
-absent "fuzz --keep-going: an over-cautious case is not written" "$T/fuzzk1/case-170122.model.json"
+  '0 wrong "yes" .*; 1 over-cautious "no": 314870'
+absent "fuzz --keep-going: an over-cautious case is not written" "$T/fuzzk1/case-314870.model.json"
 
 # --- bad input: clear error naming the place, exit 2, no output file ----------------------
 printf '{"format": "lnverify.model", "version": 1, ' > "$T/truncated.json"

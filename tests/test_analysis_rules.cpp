@@ -605,6 +605,143 @@ TEST(AnalysisRules, ZeroMeanThroughSumsIsBoundedOnReusedOperands) {
   }
 }
 
+// A mean that is one constant cuts dependence: a softmax averaged over its own axis (1/n),
+// a LayerNorm without weight averaged over its axes (its bias's mean) while it stays a
+// LayerNorm. In training an active dropout keeps `ln`'s input from being zero-mean, so
+// `ln` folds only if nothing reaches an output through it.
+TEST(AnalysisRules, ConstantMeansCutDependenceOnlyWhereTheyAreConstant) {
+  enum Reader { softmax_own_axis, softmax_other_axis, norm_bias_only, norm_with_weight,
+                norm_other_axis };
+  for (Reader reader : {softmax_own_axis, softmax_other_axis, norm_bias_only, norm_with_weight,
+                        norm_other_axis}) {
+    SCOPED_TRACE(int(reader));
+    GraphBuilder b = linear_start();
+    b.node("drop", Op::dropout, {"fc"}).p = 0.1;
+    layer_norm(b, "ln", "drop");
+    Axes mean_axes = {-1};
+    if (reader == softmax_own_axis || reader == softmax_other_axis) {
+      b.node("sm", Op::softmax, {"ln"}).axis = -1;
+      if (reader == softmax_other_axis) mean_axes = {1};
+    } else {
+      // After a relu: `after`'s input is not zero-mean, so `after` itself stays a LayerNorm.
+      b.node("act", Op::relu, {"ln"});
+      b.param("after.b", {8});
+      Node& after = layer_norm(b, "after", "act");
+      after.bias = "after.b";
+      if (reader == norm_with_weight) {
+        b.param("after.w", {8});
+        after.weight = "after.w";
+      }
+      if (reader == norm_other_axis) mean_axes = {1};
+    }
+    Node& m = b.node("m", Op::mean, {reader <= softmax_other_axis ? "sm" : "after"});
+    m.axes = mean_axes;
+    const FoldPlan plan = detect_foldable(b.build({"m"}), Mode::training);
+    const LnVerdict v = verdict(plan, "ln");
+    EXPECT_TRUE(v.foldable[0]) << v.reason[0];  // inference: fc is centered
+    const bool constant = reader == softmax_own_axis || reader == norm_bias_only;
+    EXPECT_EQ(v.foldable[1], constant) << v.reason[1];
+  }
+}
+
+// A softmax read only through its constant mean, but itself a graph output, keeps its
+// input live.
+TEST(AnalysisRules, ConstantMeanDoesNotHideAnOutput) {
+  GraphBuilder b = linear_start();
+  b.node("drop", Op::dropout, {"fc"}).p = 0.1;
+  layer_norm(b, "ln", "drop");
+  b.node("sm", Op::softmax, {"ln"}).axis = -1;
+  b.node("m", Op::mean, {"sm"}).axes = {-1};
+  const FoldPlan plan = detect_foldable(b.build({"m", "sm"}), Mode::training);
+  EXPECT_FALSE(verdict(plan, "ln").foldable[1]);
+}
+
+// A constant mean is uniform along every axis: a LayerNorm over it outputs its bias (here
+// none: zero), so `lnz`, multiplied by that zero, is dead; averaged over another axis the
+// softmax is not constant and `lnz` stays live.
+TEST(AnalysisRules, ConstantMeanIsUniform) {
+  for (int64_t mean_axis : {1, 2}) {
+    SCOPED_TRACE(mean_axis);
+    GraphBuilder b;
+    b.input("x", {2, 3, 8}).input("z", {2, mean_axis == 1 ? 8 : 3});
+    b.node("sm", Op::softmax, {"x"}).axis = 1;
+    b.node("m", Op::mean, {"sm"}).axes = {mean_axis};  // [2, 8] or [2, 3], like z
+    layer_norm(b, "post", "m");
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "lnz", "drop");
+    b.node("prod", Op::mul, {"lnz", "post"});
+    const FoldPlan plan = detect_foldable(b.build({"prod"}), Mode::training);
+    EXPECT_EQ(verdict(plan, "lnz").foldable[1], mean_axis == 1) << verdict(plan, "lnz").reason[1];
+  }
+}
+
+// The constant mean of an LN with a bias holds only while it stays an LN: when its own
+// input is not zero-mean, it is not "dead" through its own constant mean.
+TEST(AnalysisRules, NormWithBiasIsNotDeadThroughItsOwnConstantMean) {
+  GraphBuilder b = linear_start();
+  b.node("drop", Op::dropout, {"fc"}).p = 0.1;
+  b.param("ln.b", {8});
+  layer_norm(b, "ln", "drop").bias = "ln.b";
+  b.node("m", Op::mean, {"ln"}).axes = {-1};
+  const FoldPlan plan = detect_foldable(b.build({"m"}), Mode::training);
+  const LnVerdict v = verdict(plan, "ln");
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+  EXPECT_FALSE(v.foldable[1]);
+  EXPECT_TRUE(mentions(v.reason[1], "drop")) << v.reason[1];
+}
+
+// mean_j(a · softmax_j(s)ᵀ) = (1/n) Σ_k a[i, k]: zero when a is zero-mean along k. Here
+// `a` is an LN's zero-mean output, so `ln2` folds with nothing centered, and the mean `m`
+// is a structural zero (`ln3`, behind an active dropout in training, is dead through the
+// product with it); with the softmax along the other axis its columns do not sum to one
+// and neither holds.
+TEST(AnalysisRules, ProductWithSoftmaxColumnsKeepsZeroMean) {
+  for (int64_t softmax_axis : {1, 2}) {
+    SCOPED_TRACE(softmax_axis);
+    GraphBuilder b;
+    b.input("x", {2, 4, 4}).input("s", {2, 4, 4}).input("z", {2, 4, 5});
+    layer_norm(b, "ln1", "x");
+    b.node("sm", Op::softmax, {"s"}).axis = softmax_axis;
+    b.node("mm", Op::matmul, {"ln1", "sm"}).transpose_b = true;
+    layer_norm(b, "ln2", "mm");
+    Node& m = b.node("m", Op::mean, {"mm"});
+    m.axes = {-1};
+    m.keepdims = true;
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "ln3", "drop");
+    b.node("prod", Op::mul, {"ln3", "m"});
+    const FoldPlan plan = detect_foldable(b.build({"ln2", "prod"}), Mode::training);
+    const LnVerdict v2 = verdict(plan, "ln2"), v3 = verdict(plan, "ln3");
+    EXPECT_EQ(v2.foldable[0], softmax_axis == 1) << v2.reason[0];
+    if (softmax_axis == 1) EXPECT_TRUE(v2.terms.empty());
+    EXPECT_EQ(v3.foldable[1], softmax_axis == 1) << v3.reason[1];
+  }
+}
+
+// The mean of a mean is a mean over the union of their axes (seen in the input's axes,
+// keepdims or not): zero when the input is zero-mean over some of them.
+TEST(AnalysisRules, MeanOfMeanOfZeroMeanValueIsZero) {
+  for (bool keepdims : {false, true}) {
+    SCOPED_TRACE(keepdims);
+    GraphBuilder b = linear_start();
+    b.node("c", Op::center, {"fc"}).axes = {-1};  // zero-mean over axis 2
+    Node& m1 = b.node("m1", Op::mean, {"c"});
+    m1.axes = {1};
+    m1.keepdims = keepdims;
+    // m1's last axis is fc's axis 2 either way.
+    Node& m2 = b.node("m2", Op::mean, {"m1"});
+    m2.axes = {-1};
+    m2.keepdims = true;  // [2, 1] or [2, 1, 1]: broadcasts against z's [2, 5]
+    b.input("z", {2, 5});
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "ln", "drop");
+    b.node("prod", Op::mul, {"ln", "m2"});
+    const FoldPlan plan = detect_foldable(b.build({"prod"}), Mode::training);
+    const LnVerdict v = verdict(plan, "ln");
+    EXPECT_TRUE(v.foldable[1]) << v.reason[1];  // prod is 0: ln is dead
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -370,6 +370,20 @@ class Analyzer {
   // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
   bool ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const;
 
+  // Whether the mean of node v over `axes` (a mask of v's axes) is the same whatever v's
+  // input: v is a softmax along one of them (its rows sum to 1), a center over some of
+  // them (0), or a LayerNorm without weight over some of them that the reading trusts to
+  // stay one (the mean of its bias - which a centering of that bias does change: v's
+  // input is irrelevant to such a mean, v itself is not; an RMSNorm's mean is not
+  // constant).
+  bool constant_mean_over(int32_t v, Mask axes, const Trust& trust) const;
+  // Whether node c is a mean of its input node over axes that make it constant_mean_over.
+  bool constant_mean(int32_t c, const Trust& trust) const;
+  // Whether v, not a graph output, reaches the outputs only through constant means of it
+  // (among its uses that are live and read their inputs): then v's input does not matter.
+  bool only_constant_means(int32_t v, const std::vector<bool>& live,
+                           const std::vector<bool>& zero, const Trust& trust) const;
+
   // Whether node v is identically zero whatever the inputs and (generic) params:
   // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
   bool structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const;

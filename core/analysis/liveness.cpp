@@ -43,14 +43,22 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
       // its axes outputs its bias).
       sums.add(g, v, zero, mode);
       uniform[v] = uniform_axes(v, zero, uniform, sums);
+      // A mean that is one constant is uniform along every axis.
+      if (constant_mean(v, trust))
+        uniform[v] = (Mask(1) << g.node_shapes[v].size()) - 1;  // rank <= 63: checked above
     }
     // Live: some graph output depends on it. A structurally zero node depends on nothing.
     live.assign(n, false);
+    // cut[c]: c is live, but only through means of it that are one constant whatever its
+    // input (constant_mean): c's own value (its bias) matters, its input does not.
+    std::vector<bool> cut(n, false);
     for (auto it = g.order.rbegin(); it != g.order.rend(); ++it) {
       const int32_t v = *it;
       bool l = is_output_[v];
-      for (auto [c, k] : uses_[v]) l = l || (live[c] && !ignores_inputs(c, zero, trust));
+      for (auto [c, k] : uses_[v])
+        l = l || (live[c] && !cut[c] && !ignores_inputs(c, zero, trust));
       live[v] = l && !zero[v];
+      cut[v] = live[v] && only_constant_means(v, live, zero, trust);
     }
   }
   // An LN can also be dead because its contributions cancel between routes
@@ -64,22 +72,29 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
 std::vector<bool> Analyzer::live_through_sums(const SumForms& sums, const std::vector<bool>& zero,
                                               const Trust& trust) const {
   const size_t n = g_.nodes.size();
-  std::vector<bool> live(n, false);
-  auto mark = [&](int32_t r) {
+  // whole[v]: v's value is needed, not only a constant mean of it (constant_mean); a node
+  // read only through such means is live (its own params matter), its input is not.
+  std::vector<bool> live(n, false), whole(n, false);
+  auto mark = [&](int32_t r, bool value) {
+    auto set = [&](int32_t a) {
+      live[a] = true;
+      whole[a] = whole[a] || value;
+    };
     if (!sums.combined[r]) {
-      live[r] = true;
+      set(r);
       return;
     }
-    for (const auto& [a, c] : sums.form[r])
-      if (a.kind == ValueRef::Kind::node) live[a.index] = true;
+    for (const auto& [a, c] : sums.form[r])  // a sum passes its atoms' values
+      if (a.kind == ValueRef::Kind::node) set(a.index);
   };
   for (const ValueRef& r : g_.output_refs)
-    if (r.kind == ValueRef::Kind::node) mark(r.index);
+    if (r.kind == ValueRef::Kind::node) mark(r.index, true);
   for (auto it = g_.order.rbegin(); it != g_.order.rend(); ++it) {
     const int32_t v = *it;
-    if (sums.combined[v] || !live[v] || ignores_inputs(v, zero, trust)) continue;
+    if (sums.combined[v] || !whole[v] || ignores_inputs(v, zero, trust)) continue;
+    const bool constant = constant_mean(v, trust);
     for (const ValueRef& r : g_.node_inputs[v])
-      if (r.kind == ValueRef::Kind::node) mark(r.index);
+      if (r.kind == ValueRef::Kind::node) mark(r.index, !constant);
   }
   return live;
 }
@@ -105,7 +120,7 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
       const bool broken_fold = node.op == Op::layer_norm && folded[v] && input_unzeroed;
       if (broken_fold) distrusted[v] = 1;
       zero[v] = structurally_zero(v, zero, trust);
-      if (!ignores_inputs(v, zero, trust))
+      if (!ignores_inputs(v, zero, trust) && !constant_mean(v, trust))
         for (const ValueRef& r : g_.node_inputs[v])
           if (r.kind == ValueRef::Kind::node) {
             changed[v] |= changed[r.index];
@@ -173,6 +188,27 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
       return zero_mean_within(in[1], axes, trust, budget);
     if (is_param2(in[1]) && same_rank(in[0]) && !(real & bit(R - 1)))
       return zero_mean_within(in[0], axes, trust, budget);
+  }
+  // mean_B(x Bᵀ) over the last axis j: Σ_k x[.., i, k] · mean_j B[.., k, j], which is
+  // zero when that mean is one constant and x is zero-mean along k (a right operand whose
+  // columns sum to one, such as a softmax along j).
+  if (n.op == Op::matmul && R >= 2 && (real & bit(R - 1)) && same_rank(in[0]) &&
+      same_rank(in[1]) &&
+      in[1].kind == ValueRef::Kind::node &&
+      constant_mean_over(in[1].index, bit(n.transpose_b ? R - 2 : R - 1), trust) &&
+      zero_mean_within(in[0], {R - 1}, trust, budget))
+    return true;
+  // A mean over A of a value zero-mean over some of A ∪ B (B seen in the input's axes).
+  if (n.op == Op::mean) {
+    const int64_t Ri = int64_t(g_.shape_of(in[0]).size());
+    const Mask reduced = analysis::mask_of(normalize_axes(n.axes, Ri, n.name));
+    Axes inner;
+    for (int64_t a = 0, o = 0; a < Ri; ++a) {
+      const bool kept = n.keepdims || !(reduced & bit(a));
+      if ((reduced & bit(a)) || (kept && (b & bit(o)))) inner.push_back(a);
+      if (kept) ++o;
+    }
+    return zero_mean_within(in[0], inner, trust, budget);
   }
   if (n.op == Op::transpose) {
     Axes permuted;
@@ -355,6 +391,48 @@ bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Tr
     return true;
   }
   return false;
+}
+
+bool Analyzer::constant_mean(int32_t c, const Trust& trust) const {
+  const Node& m = g_.nodes[c];
+  const ValueRef& x = g_.node_inputs[c][0];
+  if (m.op != Op::mean || x.kind != ValueRef::Kind::node) return false;
+  const Shape& s = g_.node_shapes[x.index];
+  return constant_mean_over(x.index, analysis::mask_of(normalize_axes(m.axes, int64_t(s.size()), m.name)),
+                            trust);
+}
+
+bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) const {
+  const Node& n = g_.nodes[v];
+  const Shape& s = g_.node_shapes[v];
+  const int64_t R = int64_t(s.size());
+  // The mean over the node's own axes is constant, so is its mean over any superset.
+  auto own_inside = [&] {
+    const Mask own = analysis::mask_of(normalize_axes(n.axes, R, n.name)) & ~analysis::size1_mask(s);
+    return subset(own, axes);
+  };
+  switch (n.op) {
+    case Op::softmax:
+      return (axes & bit(normalize_axis(n.axis, R, n.name))) != 0;
+    case Op::center:
+      return own_inside();
+    case Op::layer_norm:
+      return n.weight.empty() && own_inside() && trusts(trust, v);
+    default:
+      return false;
+  }
+}
+
+bool Analyzer::only_constant_means(int32_t v, const std::vector<bool>& live,
+                                   const std::vector<bool>& zero, const Trust& trust) const {
+  if (is_output_[v]) return false;
+  bool any = false;
+  for (auto [c, k] : uses_[v]) {
+    if (!live[c] || ignores_inputs(c, zero, trust)) continue;
+    if (!constant_mean(c, trust)) return false;
+    any = true;
+  }
+  return any;
 }
 
 bool Analyzer::ln_of_uniform(int32_t v, const Trust& trust) const {

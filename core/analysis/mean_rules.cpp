@@ -212,6 +212,23 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       const size_t ra = in_shape(n, 0).size(), rb = in_shape(n, 1).size();
       if (a == bit(int64_t(R) - 1) && rb >= 2) {
         const Mask bm = node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1);
+        // b a softmax along the columns: mean_j(b) = 1/J everywhere, so the mean over the
+        // columns is K/J times a's mean over its last axis (k, of size K), in the same
+        // coordinates when a has the output's shape but for that axis.
+        const ValueRef bref = alias(g_.node_inputs[n][1]);
+        if (bref.kind == ValueRef::Kind::node && g_.nodes[bref.index].op == Op::softmax &&
+            ra == R && rb == R &&
+            bm == bit(normalize_axis(g_.nodes[bref.index].axis, int64_t(rb),
+                                     g_.nodes[bref.index].name))) {
+          Shape rows = in_shape(n, 0), out_rows = out;
+          rows.pop_back();
+          out_rows.pop_back();
+          if (rows == out_rows) {
+            const double K = double(in_shape(n, 0)[ra - 1]), J = double(out[R - 1]);
+            r.parts.push_back({0, operand_mask(0, bit(int64_t(R) - 1)), K / J, 0, -1});
+            return r;
+          }
+        }
         r.parts.push_back({1, bm, 1.0, tag_of(1), -1});
         return r;
       }
