@@ -742,6 +742,62 @@ TEST(AnalysisRules, MeanOfMeanOfZeroMeanValueIsZero) {
   }
 }
 
+// Uniform axes through a conv and a matmul. `u` = (x + c) - x is the scalar c everywhere.
+// A conv keeps it constant along time only without padding (windows reaching into the
+// padding see zeros); a matmul with a param keeps it constant along the rows, not the
+// columns. A LayerNorm over axes its input is constant along outputs 0, so `lnz`
+// (behind an active dropout in training) is dead through the product with it.
+TEST(AnalysisRules, UniformAxesThroughConvAndMatmul) {
+  enum Case { conv_unpadded, conv_padded, matmul_rows, matmul_cols };
+  for (Case c : {conv_unpadded, conv_padded, matmul_rows, matmul_cols}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b;
+    b.input("x", {1, 2, 5}).param("c", {1}).param("K", {2, 2, 3}).param("B", {5, 4});
+    b.node("xc", Op::add, {"x", "c"});
+    b.node("u", Op::sub, {"xc", "x"});
+    Shape z_shape;
+    if (c == conv_unpadded || c == conv_padded) {
+      Node& conv = b.node("mix", Op::conv1d, {"u"});
+      conv.weight = "K";
+      conv.padding = {c == conv_padded ? 1 : 0};
+      layer_norm(b, "ln_t", "mix", {2});  // over time
+      z_shape = {1, 2, c == conv_padded ? 5 : 3};
+    } else {
+      b.node("mix", Op::matmul, {"u", "B"});  // [1, 2, 4]
+      layer_norm(b, "ln_t", "mix", {c == matmul_rows ? 1 : 2});
+      z_shape = {1, 2, 4};
+    }
+    b.input("z", z_shape);
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "lnz", "drop");
+    b.node("prod", Op::mul, {"lnz", "ln_t"});
+    const FoldPlan plan = detect_foldable(b.build({"prod"}), Mode::training);
+    const bool uniform = c == conv_unpadded || c == matmul_rows;
+    EXPECT_EQ(verdict(plan, "lnz").foldable[1], uniform) << verdict(plan, "lnz").reason[1];
+  }
+}
+
+// A mean through a reshape: a block averaged whole is the mean over its input axes (the
+// centered rows of 8, flattened with their 3 tokens into 24, average to 0); a block
+// averaged in part is not (halves of centered rows do not).
+TEST(AnalysisRules, ZeroMeanThroughReshapeOfWholeBlocks) {
+  for (bool whole : {true, false}) {
+    SCOPED_TRACE(whole);
+    GraphBuilder b = linear_start();
+    b.node("c", Op::center, {"fc"}).axes = {-1};
+    b.node("r", Op::reshape, {"c"}).shape = whole ? Shape{2, 24} : Shape{2, 6, 4};
+    Node& m = b.node("m", Op::mean, {"r"});
+    m.axes = {-1};
+    m.keepdims = true;  // [2, 1] or [2, 6, 1]
+    b.input("z", whole ? Shape{2, 5} : Shape{2, 6, 5});
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "lnz", "drop");
+    b.node("prod", Op::mul, {"lnz", "m"});
+    const FoldPlan plan = detect_foldable(b.build({"prod"}), Mode::training);
+    EXPECT_EQ(verdict(plan, "lnz").foldable[1], whole) << verdict(plan, "lnz").reason[1];
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -125,6 +125,18 @@ struct Trust {
 // result's shape stays one atom, its broadcast fixed by the shapes) with exact
 // coefficients, so `(a + c) - a` is `c`. A combination of more than kMaxAtoms atoms is not
 // kept (the node is then an atom itself). Filled in topological order.
+// The axes of a conv's output along which it keeps a value constant when its input is
+// constant along them: the batch axis, and each spatial axis without padding (a window
+// that reaches into the padding sees zeros). Output rank `rank`.
+inline Mask conv_constant_axes(const Node& conv, size_t rank) {
+  Mask m = analysis::bit(0);
+  for (size_t s = 2; s < rank; ++s) {
+    const int64_t pad = conv.padding.size() == 1 ? conv.padding[0] : conv.padding[s - 2];
+    if (pad == 0) m |= analysis::bit(int64_t(s));
+  }
+  return m;
+}
+
 struct SumForms {
   using Atom = ValueRef;
   static constexpr size_t kMaxAtoms = 8;

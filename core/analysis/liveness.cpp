@@ -210,6 +210,17 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     }
     return zero_mean_within(in[0], inner, trust, budget);
   }
+  // Through a reshape: a block averaged whole is the mean over its input axes (a block
+  // averaged in part is not a mean over whole input axes: no).
+  if (n.op == Op::reshape) {
+    Mask inner = 0;
+    for (const auto& blk : analysis::reshape_blocks(g_.shape_of(in[0]), s)) {
+      if ((blk.out & real) == 0) continue;
+      if (!subset(blk.out, b)) return false;
+      inner |= blk.in;
+    }
+    return zero_mean_within(in[0], analysis::axes_of(inner), trust, budget);
+  }
   if (n.op == Op::transpose) {
     Axes permuted;
     for (int64_t i = 0; i < R; ++i)
@@ -311,6 +322,20 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::linear:
       m = mapped(in[0]) & ~bit(int64_t(R) - 1);
       break;
+    case Op::conv1d:
+    case Op::conv2d:
+      m = own(in[0]) & conv_constant_axes(n, R);  // same rank; not along the channels
+      break;
+    // out[.., i, j] = Σ_k a[.., i, k] b[.., k, j]: uniform along a batch axis where both
+    // operands are, along the rows where a is, along the columns where b is.
+    case Op::matmul: {
+      if (R < 2 || g_.shape_of(in[0]).size() < 2 || g_.shape_of(in[1]).size() < 2) break;
+      const Mask ma = mapped(in[0]), mb = mapped(in[1]);
+      const Mask rows = bit(int64_t(R) - 2), cols = bit(int64_t(R) - 1);
+      const bool b_cols = (mb & (n.transpose_b ? rows : cols)) != 0;
+      m = (ma & mb & ~(rows | cols)) | (ma & rows) | (b_cols ? cols : 0);
+      break;
+    }
     // Row-wise over axes A: uniform along the axes outside A where the input is; along A
     // as well when the input is and nothing the node adds varies along A (a row constant
     // along A normalizes to 0 under LayerNorm, to c / sqrt(c^2 + eps) under RMSNorm - so
@@ -330,27 +355,12 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
         if (in_uniform & bit(normalize_axis(n.perm[i], int64_t(R), n.name))) m |= bit(int64_t(i));
       break;
     }
-    // Reshape: the input and output axes fall into groups of equal element counts (a
-    // group of input axes is flattened and re-split into its output axes); a group's
-    // output axes are uniform when all its input axes are (its block is then constant).
+    // Reshape: a block's output axes are uniform when all its input axes are (its elements
+    // are then constant); size-1 axes are uniform anyway.
     case Op::reshape: {
-      const Shape& s = g_.shape_of(in[0]);
       const Mask in_uniform = own(in[0]);
-      size_t i = 0, j = 0;
-      while (i < s.size() || j < R) {
-        const size_t i0 = i, j0 = j;
-        int64_t pi = i < s.size() ? s[i++] : 1, pj = j < R ? out[j++] : 1;
-        while (pi != pj) {
-          if (pi < pj && i < s.size()) pi *= s[i++];
-          else if (pj < pi && j < R) pj *= out[j++];
-          else break;
-        }
-        if (pi != pj) break;  // cannot happen for a valid reshape; stay conservative
-        bool group_uniform = true;
-        for (size_t a = i0; a < i; ++a) group_uniform = group_uniform && (in_uniform & bit(int64_t(a)));
-        if (group_uniform)
-          for (size_t b = j0; b < j; ++b) m |= bit(int64_t(b));
-      }
+      for (const auto& blk : analysis::reshape_blocks(g_.shape_of(in[0]), out))
+        if (subset(blk.in, in_uniform)) m |= blk.out;
       break;
     }
     // A reduction over axes A: uniform along each kept axis the input is uniform along.

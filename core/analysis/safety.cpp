@@ -35,11 +35,7 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     }
     case Op::conv1d:
     case Op::conv2d: {
-      Mask m = u & bit(0);
-      for (size_t s = 2; s < r; ++s) {
-        const int64_t pad = node.padding.size() == 1 ? node.padding[0] : node.padding[s - 2];
-        if ((u & bit(int64_t(s))) && pad == 0) m |= bit(int64_t(s));
-      }
+      const Mask m = u & conv_constant_axes(node, r);
       return pass(m, (u & ~m & ~analysis::size1_mask(in)) != 0);
     }
     case Op::matmul: {
