@@ -120,11 +120,6 @@ struct Trust {
   std::vector<int32_t>* consulted = nullptr;
 };
 
-// Sums, differences, scales and identities of values of one shape as linear combinations
-// of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
-// result's shape stays one atom, its broadcast fixed by the shapes) with exact
-// coefficients, so `(a + c) - a` is `c`. A combination of more than kMaxAtoms atoms is not
-// kept (the node is then an atom itself). Filled in topological order.
 // The axes of a conv's output along which it keeps a value constant when its input is
 // constant along them: the batch axis, and each spatial axis without padding (a window
 // that reaches into the padding sees zeros). Output rank `rank`.
@@ -137,6 +132,11 @@ inline Mask conv_constant_axes(const Node& conv, size_t rank) {
   return m;
 }
 
+// Sums, differences, scales and identities of values of one shape as linear combinations
+// of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
+// result's shape stays one atom, its broadcast fixed by the shapes) with exact
+// coefficients, so `(a + c) - a` is `c`. A combination of more than kMaxAtoms atoms is not
+// kept (the node is then an atom itself). Filled in topological order.
 struct SumForms {
   using Atom = ValueRef;
   static constexpr size_t kMaxAtoms = 8;
