@@ -798,6 +798,34 @@ TEST(AnalysisRules, ZeroMeanThroughReshapeOfWholeBlocks) {
   }
 }
 
+// A centered producer's shift cancelling between routes through sums: out = fc + ((ln +
+// x) - fc) is ln + x, so centering fc (for `ln`) changes no output - the shift reaches
+// `ln`, which absorbs it, and cancels in `out`. When it does not cancel (fc taken twice
+// in the difference), or the difference where it is still present is itself an output,
+// `ln` is not foldable.
+TEST(AnalysisRules, ShiftCancellingBetweenRoutesThroughSums) {
+  enum Case { cancels, no_cancel, partial_sum_is_output };
+  for (Case c : {cancels, no_cancel, partial_sum_is_output}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b = linear_start();
+    layer_norm(b, "ln", "fc");
+    b.node("w", Op::add, {"ln", "x"});
+    if (c == no_cancel) {
+      b.node("fc2", Op::scale, {"fc"}).factor = 2.0;
+      b.node("d", Op::sub, {"w", "fc2"});
+    } else {
+      b.node("d", Op::sub, {"w", "fc"});
+    }
+    b.node("out", Op::add, {"fc", "d"});
+    std::vector<std::string> outputs = {"out"};
+    if (c == partial_sum_is_output) outputs.push_back("d");
+    const FoldPlan plan = detect_foldable(b.build(outputs), Mode::inference);
+    const LnVerdict v = verdict(plan, "ln");
+    EXPECT_EQ(v.foldable[0], c == cancels) << v.reason[0];
+    if (c == cancels) EXPECT_TRUE(has_producer(v, "fc"));
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -313,6 +313,9 @@ class Analyzer {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
   std::vector<bool> is_output_, live_, zero_, live_strict_, zero_strict_;
   std::vector<Mask> uniform_, uniform_strict_;  // per reading, like zero_ / zero_strict_
+  // The strict reading's sum forms: identities no rewrite changes (the safety pass reads
+  // them to cancel a deviation between routes through sums).
+  SumForms strict_sums_{0};
 
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
   // when it is constant along the axis: the value they copy.
@@ -482,6 +485,16 @@ class Analyzer {
 
   // --- safety ---
   Expansion expand(int32_t v, Mask u);
+  // The sums through which v's deviation cancels, taken together: S, the add / sub /
+  // scale / identity nodes reached from v through operands of their own shape (so each
+  // s in S has a strict sum form in which v is an atom, with coefficient coef(s, v); the
+  // deviation reaching s through S is coef(s, v)·δ, and none where v cancels, as in
+  // `add(v, sub(w, v))`). Empty - expand then follows every route on its own - unless v is
+  // an atom, some s cancels v, S stays small, and no use of v or of S is a concat, mean,
+  // max or center (the routes expand treats specially).
+  std::vector<int32_t> cancelling_sums(int32_t v) const;
+  double sum_coefficient(int32_t s, int32_t v) const;
+  static constexpr size_t kMaxCancellingSums = 32;
   bool is_mean_of(int32_t m, int32_t v, Mask u) const {
     const Node& node = g_.nodes[m];
     // A mean or max with keepdims over axes along which the deviation is constant passes

@@ -27,7 +27,8 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   // (sub(a, a), scale 0, center, cbwc); the other also trusts LayerNorms, which stay
   // LayerNorms or are folded exactly — except the LN being judged, whose own fold must
   // not be justified by its own zero-mean output (hence LN deadness uses strict).
-  SumForms strict_sums(n);
+  strict_sums_ = SumForms(n);
+  SumForms& strict_sums = strict_sums_;
   for (bool strict : {true, false}) {
     std::vector<bool>& zero = strict ? zero_strict_ : zero_;
     std::vector<bool>& live = strict ? live_strict_ : live_;

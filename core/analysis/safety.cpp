@@ -189,6 +189,22 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
     return true;
   };
+  // v's deviation through sums where it cancels (cancelling_sums): those sums together.
+  if (const std::vector<int32_t> sums = cancelling_sums(v); !sums.empty()) {
+    auto in_sums = [&](int32_t c) { return std::find(sums.begin(), sums.end(), c) != sums.end(); };
+    for (auto [c, k] : uses_[v])
+      if (!in_sums(c) && !follow(c, k, u)) return ex;
+    for (int32_t s : sums) {
+      if (sum_coefficient(s, v) == 0.0 || !live_[s]) continue;
+      if (is_output_[s]) {
+        break_at_output(s);
+        return ex;
+      }
+      for (auto [c, k] : uses_[s])
+        if (!in_sums(c) && !follow(c, k, u)) return ex;
+    }
+    return ex;
+  }
   // Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
   // a sum/difference with v in the + slot): the routes from v into their parts together
   // put the same constant shift on every part, so they are followed as one route into
@@ -277,6 +293,39 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     if (!follow(c, k, u)) return ex;
   }
   return ex;
+}
+
+double Analyzer::sum_coefficient(int32_t s, int32_t v) const {
+  for (const auto& [a, c] : strict_sums_.form[s])
+    if (a.kind == ValueRef::Kind::node && a.index == v) return c;
+  return 0.0;
+}
+
+std::vector<int32_t> Analyzer::cancelling_sums(int32_t v) const {
+  const SumForms& sums = strict_sums_;
+  if (sums.combined[v]) return {};
+  std::vector<int32_t> S, todo{v};
+  auto member = [&](int32_t x) { return x == v || std::find(S.begin(), S.end(), x) != S.end(); };
+  while (!todo.empty()) {
+    const int32_t x = todo.back();
+    todo.pop_back();
+    for (auto [c, k] : uses_[x]) {
+      const Op op = g_.nodes[c].op;
+      if (op == Op::concat || op == Op::mean || op == Op::max || op == Op::center) return {};
+      const bool sum = sums.combined[c] &&
+                       (op == Op::add || op == Op::sub || op == Op::scale || op == Op::dropout) &&
+                       g_.node_shapes[c] == g_.node_shapes[x];
+      if (!sum || member(c)) continue;
+      if (S.size() == kMaxCancellingSums) return {};
+      S.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  // Every sum in S has v's shape (each was entered through an operand of its own shape),
+  // so v and the sums in S are expanded in its form, never broadcast atoms.
+  for (int32_t s : S)
+    if (sum_coefficient(s, v) == 0.0) return S;
+  return {};
 }
 
 }  // namespace lnv::analysis::detail
