@@ -28,7 +28,8 @@ struct Options {
   std::string model, zoo, json_path, clock = "wall";
   std::vector<int64_t> seqs;
   int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, batch = 0;
-  int threads = 0, repeats = 7, kernel_repeats = lnv::torch::KernelBenchOptions{}.repeats;
+  int threads = 0, repeats = 7;
+  std::optional<int> kernel_repeats;  // the kernel bench's own default unless given
   bool skip_kernels = false;
 };
 
@@ -101,7 +102,7 @@ int run_bench(const Options& st) {
     throw ModelError("bench/--clock", "expected wall or cpu, got '" + st.clock + "'");
   const Clock clock = st.clock == "cpu" ? Clock::cpu : Clock::wall;
   if (st.threads < 0) throw ModelError("bench/--threads", "expected a positive count");
-  if (st.repeats < 1 || st.kernel_repeats < 1)
+  if (st.repeats < 1 || (st.kernel_repeats && *st.kernel_repeats < 1))
     throw ModelError("bench/--repeats", "expected at least 1 repeat");
   for (int64_t s : st.seqs)
     if (s < 1) throw ModelError("bench/--seq", "sequence lengths must be positive");
@@ -131,7 +132,7 @@ int run_bench(const Options& st) {
 
   if (!st.skip_kernels) {
     KernelBenchOptions ko;
-    ko.repeats = st.kernel_repeats;
+    if (st.kernel_repeats) ko.repeats = *st.kernel_repeats;
     ko.clock = clock;
     const auto table = bench_norm_kernels(default_kernel_shapes(), ko);
     std::cout << "norm kernels, float32, " << ko.repeats << " interleaved samples each:\n"
