@@ -826,6 +826,36 @@ TEST(AnalysisRules, ShiftCancellingBetweenRoutesThroughSums) {
   }
 }
 
+// The Gram matrix g = c·cᵀ of a value c centered over its rows: mean_j g[i, j] =
+// Σ_k c[i, k] · mean_j c[j, k] = 0 (the right operand zero-mean along the columns j), and
+// mean_i g[i, j] = 0 (the left operand zero-mean along the rows i); centered over its
+// features instead, neither mean vanishes. A zero mean makes `lnz` (behind an active
+// dropout in training) dead through the product with it.
+TEST(AnalysisRules, ProductOfZeroMeanOperandIsZeroMeanAlongTheirAxes) {
+  enum Case { columns, rows, centered_other_axis };
+  for (Case c : {columns, rows, centered_other_axis}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b;
+    b.input("x", {2, 3, 4}).input("z", {2, 3, 5});
+    b.node("c", Op::center, {"x"}).axes = {c == centered_other_axis ? 2 : 1};
+    b.node("g", Op::matmul, {"c", "c"}).transpose_b = true;  // [2, 3, 3]
+    Node& m = b.node("m", Op::mean, {"g"});
+    m.axes = {c == rows ? 1 : 2};
+    m.keepdims = true;  // [2, 1, 3] or [2, 3, 1]
+    b.node("drop", Op::dropout, {"z"}).p = 0.1;
+    layer_norm(b, "lnz", "drop");
+    if (c == rows) {
+      b.node("mt", Op::transpose, {"m"}).perm = {0, 2, 1};  // [2, 3, 1]
+      b.node("prod", Op::mul, {"lnz", "mt"});
+    } else {
+      b.node("prod", Op::mul, {"lnz", "m"});
+    }
+    const FoldPlan plan = detect_foldable(b.build({"prod"}), Mode::training);
+    EXPECT_EQ(verdict(plan, "lnz").foldable[1], c != centered_other_axis)
+        << verdict(plan, "lnz").reason[1];
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -190,15 +190,19 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     if (is_param2(in[1]) && same_rank(in[0]) && !(real & bit(R - 1)))
       return zero_mean_within(in[0], axes, trust, budget);
   }
-  // mean_B(x Bᵀ) over the last axis j: Σ_k x[.., i, k] · mean_j B[.., k, j], which is
-  // zero when that mean is one constant and x is zero-mean along k (a right operand whose
-  // columns sum to one, such as a softmax along j).
-  if (n.op == Op::matmul && R >= 2 && (real & bit(R - 1)) && same_rank(in[0]) &&
-      same_rank(in[1]) &&
-      in[1].kind == ValueRef::Kind::node &&
-      constant_mean_over(in[1].index, bit(n.transpose_b ? R - 2 : R - 1), trust) &&
-      zero_mean_within(in[0], {R - 1}, trust, budget))
-    return true;
+  // a·b averaged over the columns j: Σ_k a[.., i, k] · mean_j b[.., k, j], zero when b is
+  // zero-mean along j, or when that mean is one constant and a is zero-mean along k (a
+  // right operand whose columns sum to one, such as a softmax along j); averaged over the
+  // rows i: Σ_k mean_i a[.., i, k] · b[.., k, j], zero when a is zero-mean along i.
+  if (n.op == Op::matmul && R >= 2 && same_rank(in[0]) && same_rank(in[1])) {
+    const int64_t b_cols = n.transpose_b ? R - 2 : R - 1;
+    if ((real & bit(R - 1)) && zero_mean_within(in[1], {b_cols}, trust, budget)) return true;
+    if ((real & bit(R - 1)) && in[1].kind == ValueRef::Kind::node &&
+        constant_mean_over(in[1].index, bit(b_cols), trust) &&
+        zero_mean_within(in[0], {R - 1}, trust, budget))
+      return true;
+    if ((real & bit(R - 2)) && zero_mean_within(in[0], {R - 2}, trust, budget)) return true;
+  }
   // A mean over A of a value zero-mean over some of A ∪ B (B seen in the input's axes).
   if (n.op == Op::mean) {
     const int64_t Ri = int64_t(g_.shape_of(in[0]).size());
