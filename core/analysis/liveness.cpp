@@ -28,7 +28,6 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   // LayerNorms or are folded exactly — except the LN being judged, whose own fold must
   // not be justified by its own zero-mean output (hence LN deadness uses strict).
   strict_sums_ = SumForms(n);
-  SumForms& strict_sums = strict_sums_;
   for (bool strict : {true, false}) {
     std::vector<bool>& zero = strict ? zero_strict_ : zero_;
     std::vector<bool>& live = strict ? live_strict_ : live_;
@@ -37,7 +36,7 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
     std::vector<Mask>& uniform = strict ? uniform_strict_ : uniform_;
     uniform.assign(n, 0);
     SumForms default_sums(n);
-    SumForms& sums = strict ? strict_sums : default_sums;
+    SumForms& sums = strict ? strict_sums_ : default_sums;
     for (int32_t v : g.order) {
       zero[v] = structurally_zero(v, zero, trust);
       // Uniform axes of each reading, in the same order (an LN of a value uniform along
@@ -65,7 +64,7 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   // An LN can also be dead because its contributions cancel between routes
   // (`sub(a, add(a, c))`): such an LN is dead in both readings.
   const std::vector<bool> through_sums =
-      live_through_sums(strict_sums, zero_strict_, Trust{.lns = false});
+      live_through_sums(strict_sums_, zero_strict_, Trust{.lns = false});
   for (size_t v = 0; v < n; ++v)
     if (g.nodes[v].op == Op::layer_norm && !through_sums[v]) live_strict_[v] = live_[v] = false;
 }
