@@ -856,6 +856,77 @@ TEST(AnalysisRules, ProductOfZeroMeanOperandIsZeroMeanAlongTheirAxes) {
   }
 }
 
+// The region where a shift cancels takes keepdims means of its members along: centering fc
+// (for `ln`) shifts it by δ, constant over the features; d = fc - mean_f(fc) and out2 =
+// (fc + x) - fc both cancel it, so `ln` folds. A mean over the tokens (δ not constant
+// there) or of 2·fc (which carries 2δ) leaves d shifted: not foldable.
+TEST(AnalysisRules, ShiftCancellingRegionTakesMeansAlong) {
+  enum Case { cancels, mean_over_tokens, mean_of_doubled };
+  for (Case c : {cancels, mean_over_tokens, mean_of_doubled}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b = linear_start();
+    layer_norm(b, "ln", "fc");
+    std::string averaged = "fc";
+    if (c == mean_of_doubled) {
+      b.node("fc2", Op::scale, {"fc"}).factor = 2.0;
+      averaged = "fc2";
+    }
+    Node& m = b.node("m", Op::mean, {averaged});
+    m.axes = {c == mean_over_tokens ? 1 : -1};
+    m.keepdims = true;
+    b.node("d", Op::sub, {"fc", "m"});
+    b.node("w", Op::add, {"fc", "x"});
+    b.node("out2", Op::sub, {"w", "fc"});
+    const FoldPlan plan = detect_foldable(b.build({"ln", "d", "out2"}), Mode::inference);
+    const LnVerdict v = verdict(plan, "ln");
+    EXPECT_EQ(v.foldable[0], c == cancels) << v.reason[0];
+  }
+}
+
+// A norm over [1, 2] of rows already zero-mean over 2 is s·x (s constant over [1, 2]):
+// zero-mean over 2, so `ln2` (over 2) folds without centering anything. Not so when the
+// rows are not centered, or the norm has a weight varying along 2; an RMSNorm without
+// affine over [1, 2] keeps the zero mean too.
+TEST(AnalysisRules, NormOverMoreAxesKeepsZeroMeanOfCenteredRows) {
+  enum Case { layer_norm_centered, uncentered, with_weight, rms_centered };
+  for (Case c : {layer_norm_centered, uncentered, with_weight, rms_centered}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b;
+    b.input("x", {2, 3, 8}).param("g", {3, 8});
+    b.node("c", Op::center, {"x"}).axes = {-1};
+    Node& n = b.node("n", c == rms_centered ? Op::rms_norm : Op::layer_norm,
+                     {c == uncentered ? "x" : "c"});
+    n.axes = {1, 2};
+    if (c == with_weight) n.weight = "g";
+    layer_norm(b, "ln2", "n");
+    const FoldPlan plan = detect_foldable(b.build({"ln2"}), Mode::inference);
+    const LnVerdict v = verdict(plan, "ln2");
+    EXPECT_EQ(v.foldable[0], c == layer_norm_centered || c == rms_centered) << v.reason[0];
+  }
+}
+
+// A concat of two keepdims means of fc over the features (a mean and a max) along the
+// features: centering fc shifts both parts by the same δ, so `lnc` absorbs it and `ln`
+// folds. With one part a mean of x (not shifted), the concat is not shifted alike.
+TEST(AnalysisRules, ConcatOfMeansOfTheShiftedValue) {
+  for (bool same : {true, false}) {
+    SCOPED_TRACE(same);
+    GraphBuilder b = linear_start();
+    layer_norm(b, "ln", "fc");
+    Node& m1 = b.node("m1", Op::mean, {"fc"});
+    m1.axes = {-1};
+    m1.keepdims = true;
+    Node& m2 = b.node("m2", Op::max, {same ? "fc" : "x"});
+    m2.axes = {-1};
+    m2.keepdims = true;
+    b.node("cat", Op::concat, {"m1", "m2"}).axis = -1;
+    layer_norm(b, "lnc", "cat");
+    const FoldPlan plan = detect_foldable(b.build({"ln", "lnc"}), Mode::inference);
+    const LnVerdict v = verdict(plan, "ln");
+    EXPECT_EQ(v.foldable[0], same) << v.reason[0];
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

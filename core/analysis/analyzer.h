@@ -485,16 +485,24 @@ class Analyzer {
 
   // --- safety ---
   Expansion expand(int32_t v, Mask u);
-  // The sums through which v's deviation cancels, taken together: S, the add / sub /
-  // scale / identity nodes reached from v through operands of their own shape (so each
-  // s in S has a strict sum form in which v is an atom, with coefficient coef(s, v); the
-  // deviation reaching s through S is coef(s, v)·δ, and none where v cancels, as in
-  // `add(v, sub(w, v))`). Empty - expand then follows every route on its own - unless v is
-  // an atom, some s cancels v, S stays small, and no use of v or of S is a concat, mean,
-  // max or center (the routes expand treats specially).
-  std::vector<int32_t> cancelling_sums(int32_t v) const;
-  double sum_coefficient(int32_t s, int32_t v) const;
-  static constexpr size_t kMaxCancellingSums = 32;
+  // The region through which v's deviation δ (constant along u) cancels, taken together:
+  // the add / sub / scale / identity nodes reached from v or another member through an
+  // operand of their own shape, and the keepdims means and maxes of members over axes
+  // along which δ is constant (each passes its input's deviation unchanged). Every
+  // member's deviation through the region is coef·δ: for a sum, its strict sum form with
+  // each atom that is v or a member replaced by that atom's coef (the rest of its atoms
+  // carry routes expand follows on their own); for a mean, its input's. Empty - expand
+  // then follows every route on its own - unless v is an atom, some member's coef is 0
+  // (v cancels, as in `add(v, sub(w, v))` or `sub(v, mean(v))` beside another sum), the
+  // region stays small, and no member is read by a concat, a center, or a mean or max the
+  // region cannot take (the routes expand treats specially).
+  struct CancelRegion {
+    std::vector<int32_t> nodes;  // the members other than v
+    std::vector<double> coef;    // coef[i]: nodes[i]'s deviation is coef[i]·δ
+    bool has(int32_t c) const { return std::find(nodes.begin(), nodes.end(), c) != nodes.end(); }
+  };
+  CancelRegion cancelling_region(int32_t v, Mask u) const;
+  static constexpr size_t kMaxCancelRegion = 32;
   bool is_mean_of(int32_t m, int32_t v, Mask u) const {
     const Node& node = g_.nodes[m];
     // A mean or max with keepdims over axes along which the deviation is constant passes
@@ -520,8 +528,9 @@ class Analyzer {
     }
     return -1;
   }
-  // Whether c concatenates, along an axis of u, parts that are v or carriers of v (above),
-  // at least one a carrier: a deviation of v constant along u lands on every part alike.
+  // Whether c concatenates, along an axis of u, parts that are v, carriers of v (above) or
+  // keepdims means / maxes of v over axes of u (is_mean_of), at least one not v itself: a
+  // deviation of v constant along u lands on every part alike.
   bool same_shift_concat(int32_t c, int32_t v, Mask u) {
     const Node& node = g_.nodes[c];
     if (node.op != Op::concat) return false;
@@ -531,7 +540,7 @@ class Analyzer {
     for (const ValueRef& x : g_.node_inputs[c]) {
       if (x.kind != ValueRef::Kind::node) return false;
       if (x.index == v) continue;
-      if (carrier_slot(x.index, v, u) < 0) return false;
+      if (carrier_slot(x.index, v, u) < 0 && !is_mean_of(x.index, v, u)) return false;
       carrier = true;
     }
     return carrier;

@@ -272,10 +272,12 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return r;
     }
     case Op::rms_norm: {
-      // Without affine, an RMSNorm only rescales rows: a zero-mean input stays zero-mean.
-      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
-      if (node.weight.empty() && node.bias.empty() && b != 0 && subset(b, a) &&
-          pool_.size(operand_mean(n, 0, b)) == 0) {
+      // Without affine, an RMSNorm only rescales rows (by s, constant along its axes b):
+      // mean_a(x·s) is a mean of s·mean_{a∩b}(x), zero when the input is zero-mean over
+      // a∩b - over all of b or over part of it.
+      const Mask a_b = a & norm_axes(n) & ~analysis::size1_mask(out);
+      if (node.weight.empty() && node.bias.empty() && a_b != 0 &&
+          pool_.size(operand_mean(n, 0, a_b)) == 0) {
         r.zero = true;
         return r;
       }
@@ -435,8 +437,16 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
         return r;
       }
       if (!subset(b, a)) {
-        r.leaf = opaque_entry(n, a, IssueKind::norm_other_axes);
-        return r;
+        // Over part of its axes, a = a_b ∪ (axes outside b), a_b ⊂ b: with m, s the input's
+        // mean and inverse deviation over b (constant along b), mean_a_b(LN(x) - bias) =
+        // s·(mean_a_b(x) - m), and m = mean_b(x) is a mean of mean_a_b(x): zero when the
+        // input is zero-mean over a_b by construction (an LN over [1, 2] of rows already
+        // centered over 2 stays centered over 2).
+        const Mask a_b = a & b;
+        if (a_b == 0 || pool_.size(operand_mean(n, 0, a_b)) != 0) {
+          r.leaf = opaque_entry(n, a, IssueKind::norm_other_axes);
+          return r;
+        }
       }
       if (!node.bias.empty()) r.extra.push_back(norm_bias_leaf(n, a));
       else r.zero = true;

@@ -2,6 +2,9 @@
 // absorbs or breaks a deviation constant along U, and the expansion of a (value, U) key
 // into the keys it reaches.
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
 
 #include "core/analysis/analyzer.h"
 
@@ -189,19 +192,20 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
     ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
     return true;
   };
-  // v's deviation through sums where it cancels (cancelling_sums): those sums together.
-  if (const std::vector<int32_t> sums = cancelling_sums(v); !sums.empty()) {
-    auto in_sums = [&](int32_t c) { return std::find(sums.begin(), sums.end(), c) != sums.end(); };
+  // v's deviation through a region where it cancels (cancelling_region): taken together.
+  if (const CancelRegion reg = cancelling_region(v, u); !reg.nodes.empty()) {
     for (auto [c, k] : uses_[v])
-      if (!in_sums(c) && !follow(c, k, u)) return ex;
-    for (int32_t s : sums) {
-      if (sum_coefficient(s, v) == 0.0 || !live_[s]) continue;
-      if (is_output_[s]) {
-        break_at_output(s);
+      if (!reg.has(c) && !follow(c, k, u)) return ex;
+    for (size_t i = 0; i < reg.nodes.size(); ++i) {
+      const int32_t x = reg.nodes[i];
+      if (reg.coef[i] == 0.0 || !live_[x]) continue;
+      if (is_output_[x]) {
+        break_at_output(x);
         return ex;
       }
-      for (auto [c, k] : uses_[s])
-        if (!in_sums(c) && !follow(c, k, u)) return ex;
+      const Mask ux = canon_u(x, u);
+      for (auto [c, k] : uses_[x])
+        if (!reg.has(c) && !follow(c, k, ux)) return ex;
     }
     return ex;
   }
@@ -219,7 +223,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   };
   for (auto [c, k] : uses_[v]) {
     if (g_.nodes[c].op == Op::concat) consider(c);
-    else if (carrier_slot(c, v, u) == k)
+    else if (carrier_slot(c, v, u) == k || is_mean_of(c, v, u))
       for (auto [c2, k2] : uses_[c])
         if (g_.nodes[c2].op == Op::concat) consider(c2);
   }
@@ -263,6 +267,10 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       const Mask um = canon_u(c, edge(c, 0, u).u);
       for (auto [c2, k2] : uses_[c]) {
         if (cancels_with_mean(c2, v, u)) continue;
+        if (has(bundles, c2)) {
+          follow_bundle(c2);
+          continue;
+        }
         if (!follow(c2, k2, um)) return ex;
       }
       continue;
@@ -295,37 +303,60 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   return ex;
 }
 
-double Analyzer::sum_coefficient(int32_t s, int32_t v) const {
-  for (const auto& [a, c] : strict_sums_.form[s])
-    if (a.kind == ValueRef::Kind::node && a.index == v) return c;
-  return 0.0;
-}
-
-std::vector<int32_t> Analyzer::cancelling_sums(int32_t v) const {
+Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
   const SumForms& sums = strict_sums_;
   if (sums.combined[v]) return {};
-  std::vector<int32_t> S, todo{v};
-  auto member = [&](int32_t x) { return x == v || std::find(S.begin(), S.end(), x) != S.end(); };
+  CancelRegion reg;
+  std::vector<int32_t> todo{v};
   while (!todo.empty()) {
     const int32_t x = todo.back();
     todo.pop_back();
     for (auto [c, k] : uses_[x]) {
-      const Op op = g_.nodes[c].op;
-      if (op == Op::concat || op == Op::mean || op == Op::max || op == Op::center) return {};
-      const bool sum = sums.combined[c] &&
-                       (op == Op::add || op == Op::sub || op == Op::scale || op == Op::dropout) &&
-                       g_.node_shapes[c] == g_.node_shapes[x];
-      if (!sum || member(c)) continue;
-      if (S.size() == kMaxCancellingSums) return {};
-      S.push_back(c);
+      const Node& node = g_.nodes[c];
+      const Op op = node.op;
+      if (!live_[c] && op != Op::layer_norm) continue;  // no output reads it (follow skips it)
+      if (op == Op::concat || op == Op::center) return {};
+      bool member = false;
+      if (op == Op::mean || op == Op::max) {
+        // δ is constant along u and along x's size-1 axes (every member has v's rank).
+        if (!node.keepdims || !subset(norm_axes(c), canon_u(x, u))) return {};
+        member = true;
+      } else {
+        member = sums.combined[c] &&
+                 (op == Op::add || op == Op::sub || op == Op::scale || op == Op::dropout) &&
+                 g_.node_shapes[c] == g_.node_shapes[x];
+      }
+      if (!member || c == v || reg.has(c)) continue;
+      if (reg.nodes.size() == kMaxCancelRegion) return {};
+      reg.nodes.push_back(c);
       todo.push_back(c);
     }
   }
-  // Every sum in S has v's shape (each was entered through an operand of its own shape),
-  // so v and the sums in S are expanded in its form, never broadcast atoms.
-  for (int32_t s : S)
-    if (sum_coefficient(s, v) == 0.0) return S;
-  return {};
+  // The coefficients, each from its inputs' (members are upstream of what reads them).
+  reg.coef.assign(reg.nodes.size(), std::numeric_limits<double>::quiet_NaN());
+  auto index_of = [&](int32_t c) {
+    return size_t(std::find(reg.nodes.begin(), reg.nodes.end(), c) - reg.nodes.begin());
+  };
+  std::function<double(int32_t)> coef = [&](int32_t x) -> double {
+    if (x == v) return 1.0;
+    const size_t i = index_of(x);
+    if (i == reg.nodes.size()) return 0.0;  // not a member: its routes are followed apart
+    if (!std::isnan(reg.coef[i])) return reg.coef[i];
+    double k = 0.0;
+    const Op op = g_.nodes[x].op;
+    if (op == Op::mean || op == Op::max) {
+      k = coef(g_.node_inputs[x][0].index);
+    } else {
+      for (const auto& [a, ca] : sums.form[x])
+        if (a.kind == ValueRef::Kind::node) k += ca * coef(a.index);
+    }
+    reg.coef[i] = k;
+    return k;
+  };
+  bool cancels = false;
+  for (int32_t x : reg.nodes) cancels = coef(x) == 0.0 || cancels;
+  if (!cancels) return {};
+  return reg;
 }
 
 }  // namespace lnv::analysis::detail
