@@ -154,6 +154,9 @@ void Graph::finalize() {
     for (const ValueRef& r : node_inputs[i]) in.push_back(shape_of(r));
     try {
       node_shapes[i] = infer_shape(*this, nodes[i], in);
+      // A matmul's CBWC centers a param operand: refused here, where the model is read,
+      // rather than when a command first centers it.
+      if (nodes[i].op == Op::matmul && nodes[i].cbwc) cbwc_matmul_operand(*this, i);
     } catch (const ModelError& e) {
       // infer_shape names the node as "node '<name>'<rest>"; re-anchor it at its JSON path.
       if (e.where().rfind("/nodes/", 0) == 0) throw;

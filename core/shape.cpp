@@ -12,6 +12,15 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+bool within_max_elements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d <= 0 || d > kMaxElements / n) return false;
+    n *= d;
+  }
+  return true;
+}
+
 std::string to_string(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);

@@ -11,6 +11,13 @@ using Shape = std::vector<int64_t>;
 using Axes = std::vector<int64_t>;
 
 int64_t numel(const Shape& s);
+
+// The most elements any tensor may have - an input, a param, every node's output: 2^31,
+// so that every value can be materialized and indexed with room to spare.
+constexpr int64_t kMaxElements = int64_t{1} << 31;
+// Whether every dim of `s` is positive and their product is at most kMaxElements
+// (computed without overflow, whatever the dims).
+bool within_max_elements(const Shape& s);
 std::string to_string(const Shape& s);
 
 // Row-major strides of a shape.

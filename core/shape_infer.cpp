@@ -257,14 +257,15 @@ class Rules {
                           std::to_string(w[0]) + " output channels of weight '" + n_.weight +
                           "'");
     expect_param("bias", n_.bias, {w[0]}, "[out]");
+    // Entries up to 2^31 (like dims) keep the span below in range: at most 2^62.
     auto per_axis = [&](const std::vector<int64_t>& v, const char* attr, int64_t min) {
       if (v.size() != 1 && static_cast<int>(v.size()) != spatial)
         fail(std::string("/") + attr, "expected one entry or " + std::to_string(spatial) +
                                           ", got " + std::to_string(v.size()));
       for (int64_t e : v)
-        if (e < min)
-          fail(std::string("/") + attr,
-               "expected entries >= " + std::to_string(min) + ", got " + std::to_string(e));
+        if (e < min || e > kMaxElements)
+          fail(std::string("/") + attr, "expected entries from " + std::to_string(min) +
+                                            " to 2^31, got " + std::to_string(e));
       return [v](int i) { return v.size() == 1 ? v[0] : v[i]; };
     };
     auto stride = per_axis(n_.stride, "stride", 1);
@@ -368,6 +369,8 @@ class Rules {
         free_axis = static_cast<int>(i);
       } else if (out[i] <= 0) {
         fail("/shape", "expected positive entries or -1, got " + std::to_string(out[i]));
+      } else if (out[i] > kMaxElements / known) {
+        fail("/shape", "shape " + to_string(n_.shape) + " has more than 2^31 elements");
       } else {
         known *= out[i];
       }
@@ -422,7 +425,13 @@ class Rules {
 }  // namespace
 
 Shape infer_shape(const Graph& g, const Node& node, const std::vector<Shape>& input_shapes) {
-  return Rules(g, node, input_shapes).infer();
+  Shape out = Rules(g, node, input_shapes).infer();
+  // Each rule keeps its own arithmetic in range (inputs are bounded the same way); a
+  // product of bounded inputs (a broadcast, a matmul, a padded conv) can still be huge.
+  if (!within_max_elements(out))
+    throw ModelError("node '" + node.name + "'",
+                     "its output shape " + to_string(out) + " has more than 2^31 elements");
+  return out;
 }
 
 }  // namespace lnv

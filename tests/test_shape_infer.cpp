@@ -209,7 +209,15 @@ TEST(ShapeInfer, ConvRejectsBadGeometry) {
     n.stride = {1, 1, 1};
     EXPECT_NODE_ERROR(b.error("c"), "node 'c')/stride", "one entry or 2");
     b.g.nodes[0].stride = {0};
-    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/stride", ">= 1");
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/stride", "from 1 to 2^31");
+    // Geometry beyond 2^31 would overflow the span (2^62 · 4 wraps to 0) or give a length
+    // of 2^62 that a command would then try to evaluate.
+    b.g.nodes[0].stride = {1};
+    b.g.nodes[0].padding = {int64_t{1} << 61};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/padding", "from 0 to 2^31");
+    b.g.nodes[0].padding = {0};
+    b.g.nodes[0].dilation = {int64_t{1} << 62};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')/dilation", "from 1 to 2^31");
   }
   {
     Builder b;  // rank of x
@@ -217,6 +225,50 @@ TEST(ShapeInfer, ConvRejectsBadGeometry) {
     b.node("c", Op::conv1d, {"x"}).weight = "W";
     EXPECT_NODE_ERROR(b.error("c"), "node 'c')/inputs/0", "rank-3");
   }
+}
+
+// Every node's output has at most 2^31 elements, computed without overflow: a reshape
+// whose dims multiply to 1 modulo 2^64, a broadcast or a padded conv of bounded inputs
+// beyond it are refused with the node named; 2^31 itself is accepted.
+TEST(ShapeInfer, OutputsAreBoundedWithoutOverflow) {
+  {
+    Builder b;
+    b.input("x", {1});
+    b.node("r", Op::reshape, {"x"}).shape = {1099511627781, 4427218533709827277};
+    EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "more than 2^31 elements");
+  }
+  {
+    Builder b;
+    b.input("a", {65536, 1}).input("c", {1, 65536});
+    b.node("s", Op::add, {"a", "c"});
+    EXPECT_NODE_ERROR(b.error("s"), "node 's')", "output shape [65536, 65536] has more than 2^31");
+  }
+  {
+    Builder b;
+    b.input("a", {32768, 1}).input("c", {1, 65536});
+    b.node("s", Op::add, {"a", "c"});
+    EXPECT_EQ(b.shape("s"), (Shape{32768, 65536}));
+  }
+  {
+    Builder b;  // padding 2^30 on both sides of a length-1 axis: 2^31 + 1 positions
+    b.input("x", {1, 1, 1}).param("W", {1, 1, 1});
+    Node& n = b.node("c", Op::conv1d, {"x"});
+    n.weight = "W";
+    n.padding = {int64_t{1} << 30};
+    EXPECT_NODE_ERROR(b.error("c"), "node 'c')", "more than 2^31 elements");
+  }
+}
+
+// CBWC on a matmul centers its param operand: with two value operands the model is
+// refused when it is read, naming the node's attribute.
+TEST(ShapeInfer, MatmulCbwcNeedsAParamOperand) {
+  Builder b;
+  b.input("x", {2, 3}).input("y", {3, 4});
+  b.node("m", Op::matmul, {"x", "y"}).cbwc = true;
+  EXPECT_NODE_ERROR(b.error("m"), "node 'm')/cbwc", "needs a param operand");
+  b.g.inputs.pop_back();
+  b.param("y", {3, 4});
+  EXPECT_EQ(b.shape("m"), (Shape{2, 4}));
 }
 
 TEST(ShapeInfer, Rnn) {
