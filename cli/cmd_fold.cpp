@@ -15,13 +15,16 @@
 //
 // The input is loaded with its `file` params deferred (header, shape and finiteness of the
 // stored data checked; nothing converted to double): unchanged ones are referenced and
-// centered ones are streamed from the input's file into the side file. Both files are
-// fsync'ed before being renamed into place unless --no-fsync.
+// centered ones are streamed from the input's file into the side file. The model, the side
+// file and the --json report are written all or nothing (on an error none is changed) and
+// fsync'ed before being renamed into place unless --no-fsync; none of them may name the
+// input model, a file it reads, or another of them.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "core/analysis/fold_plan.h"
@@ -37,10 +40,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // True when both paths name the same file (existing or not), through links and `..`.
+// Both are made absolute first: weakly_canonical leaves a relative path to a file that
+// does not exist relative, and it would never equal the absolute form of the same path.
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  return fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec);
 }
 
 constexpr int64_t kLargeParam = 65536;   // a param this large makes a side file worth it
@@ -99,6 +104,8 @@ Action setup(CLI::App& sub) {
   return [st]() -> int {
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
+    if (!st->json.empty() && (same_file(st->json, st->model) || same_file(st->json, st->out)))
+      throw ModelError(st->json, "the report would overwrite a model file; choose another --json path");
     const Mode mode = st->mode == "training" ? Mode::training : Mode::inference;
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
@@ -114,6 +121,11 @@ Action setup(CLI::App& sub) {
     load.defer_file_values = true;
     Graph g = load_model(st->model, load);
     lap("load");
+    if (!st->json.empty())
+      for (const Param& p : g.params)
+        if (p.source == ParamSource::file && same_file(param_file(g, p), st->json))
+          throw ModelError(st->json, "the report would overwrite a weights file the input model "
+                                     "reads (param '" + p.name + "'); choose another --json path");
     const FoldPlan plan = detect_foldable(g, mode);
     lap("detect");
 
@@ -134,6 +146,8 @@ Action setup(CLI::App& sub) {
                                      "(param '" + p.name + "'); choose --weights or another -o");
       if (same_file(file_str, st->out) || same_file(file_str, st->model))
         throw ModelError(file_str, "the weights file would overwrite a model file; choose --weights");
+      if (!st->json.empty() && same_file(st->json, file_str))
+        throw ModelError(st->json, "the report would overwrite the weights file; choose another --json path");
       options.weights_file = file.lexically_normal().lexically_relative(out_dir).generic_string();
       options.min_file_numel = kMinFileNumel;
       const bool f32 = st->dtype == "f32" || (st->dtype == "source" && narrow_source(g));
@@ -145,9 +159,15 @@ Action setup(CLI::App& sub) {
     lap("report");
     const Graph folded = apply_fold(std::move(g), plan);
     lap("fold");
+    // The report is committed with the model: on any error neither is written.
+    std::optional<AtomicFileWriter> report_file;
+    if (!st->json.empty()) {
+      report_file.emplace(st->json);
+      report_file->write(report);
+      options.commit_with.push_back(&*report_file);
+    }
     save_model(folded, st->out, options);
     lap("save");
-    if (!st->json.empty()) write_file_atomically(st->json, report);
     std::cout << summary << "\n"
               << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"
               << (plan.fold.size() == 1 ? "" : "s") << " -> RMSNorm, " << plan.center.size()

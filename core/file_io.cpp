@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -24,6 +26,150 @@ std::string read_file(const std::string& path) {
   buf << in.rdbuf();
   if (in.bad()) throw ModelError(path, "error while reading the file");
   return buf.str();
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Where a parse is, kept up to date from the parser's events: one frame per open array or
+// object, holding the index or key of the value being read in it.
+class ParsePosition {
+ public:
+  void open(bool array) { frames_.push_back({array, 0, {}, {}}); }
+  // Returns false for a key already seen in this object.
+  bool key(const std::string& k) {
+    frames_.back().key = k;
+    return frames_.back().keys.insert(k).second;
+  }
+  // A value (scalar, or a container just closed) is complete.
+  void value_done() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  void close() {
+    frames_.pop_back();
+    value_done();
+  }
+  // The JSON pointer of the value being read: its first `shown` steps, then "/...".
+  std::string pointer(size_t shown) const {
+    std::string out;
+    for (size_t i = 0; i < frames_.size() && i < shown; ++i) {
+      out += '/';
+      if (frames_[i].array) {
+        out += std::to_string(frames_[i].index);
+        continue;
+      }
+      for (char c : printable(frames_[i].key))
+        out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    }
+    if (frames_.size() > shown) out += "/...";
+    return out.empty() ? "/" : out;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index;
+    std::string key;
+    std::set<std::string> keys;  // of an object, to find duplicates
+  };
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+json parse_json(const std::string& text, const std::string& where, const std::string& what) {
+  ParsePosition at;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        // `depth` counts the containers around the one being opened.
+        if (depth >= kMaxJsonDepth)
+          throw ModelError(where, what + ": arrays and objects nested deeper than " +
+                                      std::to_string(kMaxJsonDepth) + " levels, at " +
+                                      at.pointer(8));
+        at.open(event == json::parse_event_t::array_start);
+        break;
+      case json::parse_event_t::key:
+        if (!at.key(parsed.get<std::string>()))
+          throw ModelError(where, what + ": the key '" + printable(parsed.get<std::string>()) +
+                                      "' appears twice in an object (at " + at.pointer(8) + ")");
+        break;
+      case json::parse_event_t::value: at.value_done(); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end: at.close(); break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, on_event);
+  } catch (const json::exception& e) {
+    throw ModelError(where, what + ": " + e.what());
+  }
+}
+
+namespace {
+
+// Appends j as dump() writes it, but stops soon after `out` reaches `limit` characters:
+// each level adds a character before descending, so the recursion is at most `limit` deep
+// and a huge value costs no more than its first few elements.
+void append_excerpt(std::string& out, const json& j, size_t limit) {
+  if (out.size() > limit) return;
+  if (j.is_array() || j.is_object()) {
+    out += j.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end() && out.size() <= limit; ++it) {
+      out += first ? "" : ",";
+      first = false;
+      if (j.is_object()) out += json(it.key()).dump() + ":";
+      append_excerpt(out, *it, limit);
+    }
+    out += j.is_array() ? ']' : '}';
+  } else if (j.is_number_float() && !std::isfinite(j.get<double>())) {  // dump() says null
+    out += std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
+  } else if (j.is_string()) {
+    // Only the start of a long string; a character cut in two becomes U+FFFD.
+    const std::string& s = j.get_ref<const std::string&>();
+    out += json(s.substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    out += j.dump();
+  }
+}
+
+}  // namespace
+
+std::string excerpt(const json& j) {
+  constexpr size_t kShown = 60;
+  std::string s;
+  append_excerpt(s, j, kShown);
+  if (s.size() <= kShown) return s;
+  size_t cut = kShown - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  return s.substr(0, cut) + "...";
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 0xf];
+    }
+  }
+  return out;
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
@@ -79,14 +225,50 @@ void AtomicFileWriter::write(std::string_view bytes) {
   }
 }
 
-void AtomicFileWriter::commit(bool sync) {
+void AtomicFileWriter::close_file(bool sync) {
   if (fd_ < 0) throw ModelError(path_, "cannot commit: the file is already closed");
   if (sync && ::fsync(fd_) != 0) fail("cannot flush to disk", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("cannot close", errno);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename the temporary file into place", errno);
-  tmp_.clear();
+}
+
+void AtomicFileWriter::commit(bool sync) {
+  commit_together({this}, sync);
+}
+
+void commit_together(const std::vector<AtomicFileWriter*>& files, bool sync) {
+  for (AtomicFileWriter* f : files) f->close_file(sync);
+  // What each rename replaced, to put it back if a later rename fails.
+  struct Replaced {
+    bool existed = false;
+    std::string kept;  // a hard link to the old file ("" when none could be made)
+  };
+  std::vector<Replaced> replaced;
+  auto undo = [&] {
+    for (size_t i = replaced.size(); i-- > 0;) {
+      const std::string& target = files[i]->path_;
+      if (!replaced[i].existed) ::unlink(target.c_str());
+      else if (!replaced[i].kept.empty()) ::rename(replaced[i].kept.c_str(), target.c_str());
+    }
+  };
+  for (AtomicFileWriter* f : files) {
+    Replaced r{true, f->tmp_ + ".old"};  // tmp_ is unique, so this name is free
+    if (::link(f->path_.c_str(), r.kept.c_str()) != 0) {
+      r.existed = errno != ENOENT;
+      r.kept.clear();
+    }
+    if (::rename(f->tmp_.c_str(), f->path_.c_str()) != 0) {
+      const int err = errno;
+      if (!r.kept.empty()) ::unlink(r.kept.c_str());
+      undo();
+      f->fail("cannot rename the temporary file into place", err);
+    }
+    f->tmp_.clear();
+    replaced.push_back(std::move(r));
+  }
+  for (const Replaced& r : replaced)
+    if (!r.kept.empty()) ::unlink(r.kept.c_str());
 }
 
 }  // namespace lnv

@@ -1,13 +1,38 @@
-// Whole-file reads and atomic writes, with errors a user can act on.
+// Whole-file reads, JSON text, and atomic writes, with errors a user can act on.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace lnv {
 
 // The file's bytes. Throws ModelError naming the path when it cannot be read.
 std::string read_file(const std::string& path);
+
+// The deepest nesting of arrays and objects parse_json accepts. model.json needs five
+// levels and a safetensors header three; `meta` is free-form, so the limit is generous.
+// Bounding it keeps every recursive walk of a parsed value (copy, dump, compare) far from
+// the stack's end; 128 is also serde_json's default, which the reference safetensors
+// implementation parses headers with.
+constexpr int kMaxJsonDepth = 128;
+
+// Parses `text` as JSON, strictly: a syntax error, a key that appears twice in an object
+// (nlohmann would silently keep one) or nesting deeper than kMaxJsonDepth throws
+// ModelError(where, what + ": " + the reason, with line and column or the JSON path).
+nlohmann::json parse_json(const std::string& text, const std::string& where,
+                          const std::string& what);
+
+// A short rendering of a JSON value for error messages: the start of what dump() writes,
+// cut to about 60 characters ("..."); NaN and infinities by name. Its cost and recursion
+// depth are bounded by that length, whatever the size or depth of the value.
+std::string excerpt(const nlohmann::json& j);
+
+// `text` with its control characters written as JSON escapes (\n, \u0000), so that an
+// error quoting a user's string stays on one line and is not cut short at a NUL.
+std::string printable(std::string_view text);
 
 // Writes `bytes` to `path` atomically: a temporary file in the same directory is written,
 // flushed to disk and renamed over `path`, so readers see the old file or the complete new
@@ -35,9 +60,19 @@ class AtomicFileWriter {
   void commit(bool sync = true);
 
  private:
+  friend void commit_together(const std::vector<AtomicFileWriter*>& files, bool sync);
+  void close_file(bool sync);
   [[noreturn]] void fail(const std::string& what, int err);
   std::string path_, tmp_;
   int fd_ = -1;
 };
+
+// Commits several writers as one step, all or nothing: every file is flushed (and
+// fsync'ed with `sync`) before any is renamed into place, in the order given. When a
+// rename fails, the targets already replaced get their old contents back (kept aside as
+// hard links) or are removed when they did not exist, and the ModelError is rethrown; so
+// a failure leaves every target as it was. (On a file system without hard links an
+// overwritten target cannot be restored.)
+void commit_together(const std::vector<AtomicFileWriter*>& files, bool sync = true);
 
 }  // namespace lnv

@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <type_traits>
 
 #include "core/error.h"
@@ -38,26 +37,19 @@ std::string child(const std::string& path, size_t index) {
   return path + "/" + std::to_string(index);
 }
 
-// A short rendering of a JSON value for error messages.
-std::string show(const json& j) {
-  if (j.is_number_float() && !std::isfinite(j.get<double>()))  // dump() would say null
-    return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
-  std::string s = j.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
 // Reads typed values out of the JSON, each error naming the JSON pointer and, through
 // `context`, the node or param being read (" (node 'h')").
 class Reader {
  public:
   std::string context;
 
+  // `path` "" is the whole document, written "/".
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw ModelError(path, what + context);
+    throw ModelError(path.empty() ? "/" : path, what + context);
   }
 
   void expect_object(const json& j, const std::string& path) const {
-    if (!j.is_object()) fail(path, "expected an object, got " + show(j));
+    if (!j.is_object()) fail(path, "expected an object, got " + excerpt(j));
   }
 
   // Every key of `obj` must be in `allowed`.
@@ -69,7 +61,8 @@ class Reader {
       if (!ok) {
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(child(path, k), "unknown field '" + k + "' (allowed here: " + list + ")");
+        fail(child(path, printable(k)),
+             "unknown field '" + printable(k) + "' (allowed here: " + list + ")");
       }
     }
   }
@@ -80,9 +73,14 @@ class Reader {
     return *it;
   }
 
+  // Errors quote these strings (names, ops, paths), so they hold no control characters:
+  // a message must print on one line, and whole (what() ends at a NUL).
   std::string string(const json& j, const std::string& path) const {
-    if (!j.is_string()) fail(path, "expected a string, got " + show(j));
-    return j.get<std::string>();
+    if (!j.is_string()) fail(path, "expected a string, got " + excerpt(j));
+    std::string s = j.get<std::string>();
+    if (printable(s) != s)
+      fail(path, "expected a string without control characters, got " + excerpt(j));
+    return s;
   }
 
   // The name of a param, as an attribute names it (an absent attribute is left out,
@@ -94,36 +92,39 @@ class Reader {
   }
 
   bool boolean(const json& j, const std::string& path) const {
-    if (!j.is_boolean()) fail(path, "expected true or false, got " + show(j));
+    if (!j.is_boolean()) fail(path, "expected true or false, got " + excerpt(j));
     return j.get<bool>();
   }
 
   int64_t integer(const json& j, const std::string& path) const {
     if (j.is_number_unsigned()) {
       if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        fail(path, "integer " + show(j) + " is too large");
+        fail(path, "integer " + excerpt(j) + " is too large");
       return static_cast<int64_t>(j.get<uint64_t>());
     }
-    if (!j.is_number_integer()) fail(path, "expected an integer, got " + show(j));
+    // Integers beyond 64 bits reach here as doubles.
+    if (j.is_number_float() && std::abs(j.get<double>()) >= 0x1p63)
+      fail(path, "integer " + excerpt(j) + " is too " + (j.get<double>() > 0 ? "large" : "small"));
+    if (!j.is_number_integer()) fail(path, "expected an integer, got " + excerpt(j));
     return j.get<int64_t>();
   }
 
   double number(const json& j, const std::string& path) const {
-    if (!j.is_number()) fail(path, "expected a number, got " + show(j));
+    if (!j.is_number()) fail(path, "expected a number, got " + excerpt(j));
     const double v = j.get<double>();
-    if (!std::isfinite(v)) fail(path, "expected a finite number, got " + show(j));
+    if (!std::isfinite(v)) fail(path, "expected a finite number, got " + excerpt(j));
     return v;
   }
 
   std::vector<int64_t> integers(const json& j, const std::string& path) const {
-    if (!j.is_array()) fail(path, "expected an array of integers, got " + show(j));
+    if (!j.is_array()) fail(path, "expected an array of integers, got " + excerpt(j));
     std::vector<int64_t> out;
     for (size_t i = 0; i < j.size(); ++i) out.push_back(integer(j[i], child(path, i)));
     return out;
   }
 
   std::vector<std::string> strings(const json& j, const std::string& path) const {
-    if (!j.is_array()) fail(path, "expected an array of strings, got " + show(j));
+    if (!j.is_array()) fail(path, "expected an array of strings, got " + excerpt(j));
     std::vector<std::string> out;
     for (size_t i = 0; i < j.size(); ++i) out.push_back(string(j[i], child(path, i)));
     return out;
@@ -136,7 +137,7 @@ class Reader {
       return integers(j, path);
     }
     if (!j.is_number_integer())
-      fail(path, "expected an integer or a list of integers, got " + show(j));
+      fail(path, "expected an integer or a list of integers, got " + excerpt(j));
     return {integer(j, path)};
   }
 
@@ -149,7 +150,7 @@ class Reader {
       if (s[i] <= 0)
         fail(child(path, i), "expected a positive dimension, got " + std::to_string(s[i]));
       if (s[i] > (int64_t{1} << 31) / elements)
-        fail(path, "shape " + show(j) + " has more than 2^31 elements");
+        fail(path, "shape " + excerpt(j) + " has more than 2^31 elements");
       elements *= s[i];
     }
     return s;
@@ -190,7 +191,7 @@ class ModelParser {
     if (j.contains("seed")) {
       if (!j["seed"].is_number_unsigned() &&
           !(j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0))
-        r.fail("/seed", "expected a non-negative integer, got " + show(j["seed"]));
+        r.fail("/seed", "expected a non-negative integer, got " + excerpt(j["seed"]));
       g.seed = j["seed"].get<uint64_t>();
     }
     if (j.contains("meta")) {
@@ -215,7 +216,7 @@ class ModelParser {
 
  private:
   const json& array(const json& j, const std::string& path) const {
-    if (!j.is_array()) Reader{}.fail(path, "expected an array, got " + show(j));
+    if (!j.is_array()) Reader{}.fail(path, "expected an array, got " + excerpt(j));
     return j;
   }
 
@@ -260,7 +261,7 @@ class ModelParser {
     if (j.contains("data")) {
       const std::string at = child(path, "data");
       const json& d = j["data"];
-      if (!d.is_array()) r.fail(at, "expected an array of numbers, got " + show(d));
+      if (!d.is_array()) r.fail(at, "expected an array of numbers, got " + excerpt(d));
       if (static_cast<int64_t>(d.size()) != count)
         r.fail(at, "expected " + std::to_string(count) + " numbers for shape " +
                        to_string(p.shape) + ", got " + std::to_string(d.size()));
@@ -330,14 +331,14 @@ class ModelParser {
       r.only_keys(j, path, {"dist", "mean", "std"});
       if (j.contains("mean")) s.mean = r.number(j["mean"], child(path, "mean"));
       s.std = r.number(r.required(j, path, "std"), child(path, "std"));
-      if (s.std < 0) r.fail(child(path, "std"), "expected std >= 0, got " + show(j["std"]));
+      if (s.std < 0) r.fail(child(path, "std"), "expected std >= 0, got " + excerpt(j["std"]));
     } else if (s.dist == "uniform") {
       r.only_keys(j, path, {"dist", "low", "high"});
       s.low = r.number(r.required(j, path, "low"), child(path, "low"));
       s.high = r.number(r.required(j, path, "high"), child(path, "high"));
       if (s.low > s.high)
-        r.fail(path, "expected low <= high, got low " + show(j["low"]) + ", high " +
-                         show(j["high"]));
+        r.fail(path, "expected low <= high, got low " + excerpt(j["low"]) + ", high " +
+                         excerpt(j["high"]));
     } else {
       r.fail(child(path, "dist"), "expected \"normal\" or \"uniform\", got \"" + s.dist + "\"");
     }
@@ -379,8 +380,9 @@ class ModelParser {
         std::string list;
         for (auto a : info.required) list += (list.empty() ? "" : ", ") + std::string(a);
         for (auto a : info.optional) list += (list.empty() ? "" : ", ") + std::string(a);
-        r.fail(child(path, key), "op " + op + " has no attribute '" + key + "' (it takes: " +
-                                     (list.empty() ? std::string("none") : list) + ")");
+        r.fail(child(path, printable(key)), "op " + op + " has no attribute '" + printable(key) +
+                                                "' (it takes: " +
+                                                (list.empty() ? std::string("none") : list) + ")");
       }
       set_attribute(r, n, key, value, child(path, key));
     }
@@ -447,35 +449,6 @@ class ModelParser {
   LoadOptions options_;
   std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
 };
-
-// Parses text as JSON, rejecting duplicate keys (which nlohmann would silently merge).
-json parse_json_text(const std::string& text, const std::string& source) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end: open_objects.pop_back(); break;
-      case json::parse_event_t::key:
-        if (!open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-          duplicate = parsed.get<std::string>();
-        break;
-      default: break;
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text, on_event);
-  } catch (const json::parse_error& e) {
-    throw ModelError(source, std::string("invalid JSON: ") + e.what());
-  } catch (const json::exception& e) {
-    throw ModelError(source, std::string("invalid JSON: ") + e.what());
-  }
-  if (!duplicate.empty())
-    throw ModelError(source, "invalid JSON: the key '" + duplicate + "' appears twice in an object");
-  return j;
-}
 
 // --- writing ---
 
@@ -951,8 +924,14 @@ Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
 Graph load_model(const std::string& path) { return load_model(path, LoadOptions{}); }
 
 Graph load_model(const std::string& path, const LoadOptions& options) {
-  const json j = parse_json_text(read_file(path), path);
-  return parse_model(j, fs::path(path).parent_path().string(), options);
+  const json j = parse_json(read_file(path), path, "invalid JSON");
+  try {
+    return parse_model(j, fs::path(path).parent_path().string(), options);
+  } catch (const ModelError& e) {
+    // An error about the whole document ("/") names the file; deeper ones keep their path.
+    if (e.where() != "/") throw;
+    throw ModelError(path, e.what());
+  }
 }
 
 void materialize_values(Param& p, const std::string& base_dir) {
@@ -1024,41 +1003,43 @@ std::string model_to_text(const Graph& g, const std::string& out_dir) {
 
 void save_model(const Graph& g, const std::string& path, const SaveOptions& options) {
   const std::string out_dir = fs::path(path).parent_path().string();
-  auto write_text = [&](const std::string& text) {
-    AtomicFileWriter file(path);
-    file.write(text);
-    file.commit(options.sync);
-  };
-  if (options.weights_file.empty()) {
-    write_text(model_to_text(g, out_dir));
-    return;
-  }
-  WeightsSink sink;
-  sink.path_in_json = fs::path(options.weights_file).generic_string();
-  sink.resolved = resolved_file(options.weights_file, out_dir);
-  sink.min_numel = options.min_file_numel;
-  sink.dtype = options.weights_dtype;
   FileCheck files(g.base_dir);
-  const std::string text = json_to_text(build_model_json(g, out_dir, &sink, files));
-  // The weights first: the model file never points at tensors that are not there yet.
-  if (!sink.tensors.empty() || !sink.streamed.empty()) {
+  std::optional<WeightsSink> sink;
+  if (!options.weights_file.empty()) {
+    sink.emplace();
+    sink->path_in_json = fs::path(options.weights_file).generic_string();
+    sink->resolved = resolved_file(options.weights_file, out_dir);
+    sink->min_numel = options.min_file_numel;
+    sink->dtype = options.weights_dtype;
+  }
+  const std::string text = json_to_text(build_model_json(g, out_dir, sink ? &*sink : nullptr, files));
+  // Every file is written to a temporary file first and renamed into place only when all
+  // are complete, the weights before the model (so that the model never points at
+  // tensors that are not there yet): a failure leaves no file changed.
+  std::vector<AtomicFileWriter*> commit_order;
+  std::optional<SafetensorsWriter> weights;
+  if (sink && (!sink->tensors.empty() || !sink->streamed.empty())) {
     std::vector<SafetensorsWriter::Tensor> layout;  // sorted by key (names are unique)
-    for (const auto& [key, t] : sink.tensors) layout.push_back({key, t.shape, t.dtype});
-    for (const auto& [key, t] : sink.streamed) layout.push_back({key, t.param->shape, sink.dtype});
+    for (const auto& [key, t] : sink->tensors) layout.push_back({key, t.shape, t.dtype});
+    for (const auto& [key, t] : sink->streamed) layout.push_back({key, t.param->shape, sink->dtype});
     std::sort(layout.begin(), layout.end(),
               [](const auto& a, const auto& b) { return a.key < b.key; });
-    SafetensorsWriter weights(sink.resolved, layout, /*finite_only=*/true);
+    weights.emplace(sink->resolved, layout, /*finite_only=*/true);
     for (const SafetensorsWriter::Tensor& t : layout) {
-      if (auto it = sink.tensors.find(t.key); it != sink.tensors.end()) {
-        weights.append(it->second.values.data(), it->second.values.size());
+      if (auto it = sink->tensors.find(t.key); it != sink->tensors.end()) {
+        weights->append(it->second.values.data(), it->second.values.size());
       } else {
-        const StreamedTensor& st = sink.streamed.at(t.key);
-        stream_param(*st.source, *st.param, t.dtype, weights);
+        const StreamedTensor& st = sink->streamed.at(t.key);
+        stream_param(*st.source, *st.param, t.dtype, *weights);
       }
     }
-    weights.commit(options.sync);
+    commit_order.push_back(&weights->finish());
   }
-  write_text(text);
+  commit_order.insert(commit_order.end(), options.commit_with.begin(), options.commit_with.end());
+  AtomicFileWriter model(path);
+  model.write(text);
+  commit_order.push_back(&model);
+  commit_together(commit_order, options.sync);
 }
 
 }  // namespace lnv

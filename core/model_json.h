@@ -68,6 +68,9 @@ struct SaveOptions {
   SafetensorsDType weights_dtype = SafetensorsDType::f64;
   // fsync each written file before renaming it into place (see AtomicFileWriter::commit).
   bool sync = true;
+  // Other files, already written, committed in the same all-or-nothing step as the model
+  // (a report of the rewrite, say): all of them are renamed into place, or none.
+  std::vector<AtomicFileWriter*> commit_with = {};
 };
 
 // A 64-bit fingerprint of a param's file reference (path, key), shape and value bits;
@@ -75,7 +78,9 @@ struct SaveOptions {
 uint64_t param_fingerprint(const Param& p);
 
 // Writes `g` to `path` atomically (never a partial file). Overwrites an existing file.
-// With a weights file, that file is written (atomically) first. Deferred params
+// With a weights file, both files are written in full before either is renamed into place
+// (commit_together): when anything fails, neither the model, nor the weights file, nor a
+// commit_with file is left changed. Deferred params
 // (LoadOptions::defer_file_values) are referenced when unchanged; when centered they are
 // streamed from their file into the weights file chunk by chunk (centered in double, the
 // same values effective_values gives), or materialized when they go inline.

@@ -61,7 +61,11 @@ int dtype_size(const std::string& dtype) {
 uint64_t nonnegative_int(const nlohmann::json& j, const std::string& path,
                          const std::string& what) {
   if (!j.is_number_unsigned() && !(j.is_number_integer() && j.get<int64_t>() >= 0))
-    throw ModelError(path, what + ": expected a non-negative integer, got " + j.dump());
+    // Integers beyond 64 bits reach here as doubles.
+    throw ModelError(path, what + ": " +
+                               (j.is_number_float() && j.get<double>() >= 0x1p64
+                                    ? "integer " + j.dump() + " is too large"
+                                    : "expected a non-negative integer, got " + excerpt(j)));
   return j.get<uint64_t>();
 }
 
@@ -88,11 +92,7 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   if (!in) throw ModelError(path_, "cannot read the header");
-  try {
-    header_ = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::exception& e) {
-    throw ModelError(path_, std::string("header is not valid JSON: ") + e.what());
-  }
+  header_ = parse_json(header, path_, "header is not valid JSON");
   if (!header_.is_object())
     throw ModelError(path_, "header is not a JSON object (got " +
                                 std::string(header_.type_name()) + ")");
@@ -130,7 +130,7 @@ SafetensorsSpan SafetensorsReader::span(const std::string& key) const {
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
       !e.contains("data_offsets"))
     throw ModelError(where, "expected an object with dtype, shape and data_offsets, got " +
-                                e.dump());
+                                excerpt(e));
   if (!e["dtype"].is_string()) throw ModelError(where, "dtype: expected a string");
   SafetensorsSpan s;
   s.key = key;
@@ -143,14 +143,14 @@ SafetensorsSpan SafetensorsReader::span(const std::string& key) const {
   for (const auto& d : e["shape"]) {
     const uint64_t dim = nonnegative_int(d, where, "shape");
     if (dim != 0 && count > (uint64_t{1} << 60) / dim)
-      throw ModelError(where, "shape " + e["shape"].dump() + " is impossibly large");
+      throw ModelError(where, "shape " + excerpt(e["shape"]) + " is impossibly large");
     s.shape.push_back(static_cast<int64_t>(dim));
     count *= dim;
   }
   s.count = count;
   const nlohmann::json& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2)
-    throw ModelError(where, "data_offsets: expected [begin, end], got " + off.dump());
+    throw ModelError(where, "data_offsets: expected [begin, end], got " + excerpt(off));
   const uint64_t begin = nonnegative_int(off[0], where, "data_offsets");
   const uint64_t end = nonnegative_int(off[1], where, "data_offsets");
   if (begin > end)
@@ -441,13 +441,15 @@ void SafetensorsWriter::append(const float* values, size_t count) {
   append_values(values, count);
 }
 
-void SafetensorsWriter::commit(bool sync) {
+void SafetensorsWriter::commit(bool sync) { finish().commit(sync); }
+
+AtomicFileWriter& SafetensorsWriter::finish() {
   if (tensor_ < layout_.size())
     throw InternalError("SafetensorsWriter: tensor '" + layout_[tensor_].key + "' of " +
                         file_.path() + " got " + std::to_string(written_) + " of " +
                         std::to_string(numel(layout_[tensor_].shape)) + " values");
   flush();
-  file_.commit(sync);
+  return file_;
 }
 
 }  // namespace lnv

@@ -116,6 +116,9 @@ class SafetensorsWriter {
   void append(const float* values, size_t count);
   // Throws unless every tensor got all its values; `sync` as AtomicFileWriter::commit.
   void commit(bool sync = true);
+  // The same checks, and every value written to the temporary file, without renaming it:
+  // the returned writer is for commit_together with other files.
+  AtomicFileWriter& finish();
 
  private:
   void flush();

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/model_json.h"
 #include "core/safetensors.h"
 
@@ -705,6 +706,128 @@ TEST(ModelJsonErrors, ArityAndAttributeValues) {
                  j["nodes"].push_back({{"name", "d"}, {"op", "dropout"}, {"inputs", json::array({"ln"})}, {"p", 1.5}});
                }),
                "node 'd')/p", "0 <= p < 1");
+}
+
+// --- nesting, long values and odd characters: errors, never a crash ---
+
+// `levels` arrays nested in each other, as JSON text.
+std::string nested_arrays(int levels) {
+  return std::string(levels, '[') + std::string(levels, ']');
+}
+
+// The ModelError message of loading `path` ("" when it loads).
+std::string load_error(const fs::path& path) {
+  try {
+    load_model(path.string());
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(ModelJson, DeepNestingIsAnErrorNamingFileAndPath) {
+  // 100000 levels overflowed the stack (in dump() for a message, in copying `meta`).
+  const std::string deep = nested_arrays(100000);
+  write_text(dir_ / "top.json", deep);
+  EXPECT_ERROR(load_error(dir_ / "top.json"), "top.json", "invalid JSON",
+               "nested deeper than 128 levels", "at /0/0/0/0/0/0/0/0/...");
+  std::string small = kSmall;
+  const std::string name = R"("name": "small")";
+  write_text(dir_ / "name.json", small.replace(small.find(name), name.size(), R"("name": )" + deep));
+  EXPECT_ERROR(load_error(dir_ / "name.json"), "name.json", "nested deeper than 128 levels",
+               "at /name/0/0/0/0/0/0/0/...");
+  json j = json::parse(kSmall);
+  j["meta"] = {{"x", "here"}};
+  const std::string here = R"("here")";
+  std::string text = j.dump();
+  write_text(dir_ / "meta.json", text.replace(text.find(here), here.size(), deep));
+  EXPECT_ERROR(load_error(dir_ / "meta.json"), "meta.json", "nested deeper than 128 levels",
+               "at /meta/x/0/0/0/0/0/0/...");
+  // Within the limit (128 levels with the two objects around), meta may nest freely, and
+  // it is saved as it was read.
+  text = j.dump();
+  write_text(dir_ / "ok.json", text.replace(text.find(here), here.size(), nested_arrays(126)));
+  EXPECT_EQ(load_error(dir_ / "ok.json"), "");
+  text = j.dump();
+  write_text(dir_ / "129.json", text.replace(text.find(here), here.size(), nested_arrays(127)));
+  EXPECT_ERROR(load_error(dir_ / "129.json"), "nested deeper than 128 levels");
+  const Graph g = load_model((dir_ / "ok.json").string());
+  save_model(g, (dir_ / "saved.json").string());
+  EXPECT_EQ(load_model((dir_ / "saved.json").string()).meta, g.meta);
+}
+
+TEST(ModelJsonErrors, ValuesInMessagesAreShortExcerpts) {
+  // A parsed model cannot nest this deep, but the message of a wrong value must not
+  // depend on its depth or size either.
+  json deep;
+  json* at = &deep;
+  for (int i = 0; i < 100000; ++i) {
+    *at = json::array({nullptr});
+    at = &(*at)[0];
+  }
+  const std::string m = error_after([&](json& j) { j["name"] = std::move(deep); });
+  EXPECT_ERROR(m, "/name", "expected a string, got [[[[");
+  EXPECT_LT(m.size(), 120u) << m;
+  const std::string big = error_after([](json& j) { j["name"] = std::vector<double>(1000000, 0.5); });
+  EXPECT_ERROR(big, "/name", "got [0.5,0.5,", "...");
+  EXPECT_LT(big.size(), 120u) << big;
+}
+
+TEST_F(ModelJson, ErrorsAboutTheWholeDocumentNameTheFileAndTheRoot) {
+  json j = json::parse(kSmall);
+  j.erase("format");
+  write_text(dir_ / "noformat.json", j.dump());
+  EXPECT_ERROR(load_error(dir_ / "noformat.json"), "noformat.json: /: missing required field 'format'");
+  EXPECT_ERROR(error_after([](json& j) { j.erase("version"); }), "/: missing required field 'version'");
+}
+
+TEST(ModelJsonErrors, ControlCharactersNeverReachAMessageRaw) {
+  // A NUL in a name was echoed raw, and the message ended there.
+  const std::string nul = error_after([](json& j) { j["inputs"][0]["name"] = std::string("x\0y", 3); });
+  EXPECT_ERROR(nul, "/inputs/0/name", "expected a string without control characters, got \"x\\u0000y\"");
+  const std::string op = error_after([](json& j) { j["nodes"][2]["op"] = "add\n"; });
+  EXPECT_ERROR(op, "/nodes/2/op", "got \"add\\n\"");
+  const std::string key = error_after([](json& j) { j["params"][0][std::string("a\0b", 3)] = 1; });
+  EXPECT_ERROR(key, "/params/0/a\\u0000b", "unknown field 'a\\u0000b'");
+  const std::string attribute = error_after([](json& j) { j["nodes"][0]["\t"] = 1; });
+  EXPECT_ERROR(attribute, "/nodes/0/\\t", "no attribute '\\t'");
+  for (const std::string& m : {nul, op, key, attribute})
+    EXPECT_EQ(m.find_first_of(std::string("\0\n\t", 3)), std::string::npos) << m;
+}
+
+TEST(ModelJsonErrors, IntegersBeyond64BitsAreTooLarge) {
+  // nlohmann reads 2^64 as a double; the message said "expected an integer, got 1.8e19".
+  auto with_dim = [](const char* dim) {
+    return [=](json& j) { j["inputs"][0]["shape"] = json::parse(std::string("[") + dim + ", 3]"); };
+  };
+  EXPECT_ERROR(error_after(with_dim("18446744073709551616")), "/inputs/0/shape/0",
+               "integer 1.8446744073709552e+19 is too large");
+  EXPECT_ERROR(error_after(with_dim("-18446744073709551616")), "/inputs/0/shape/0", "is too small");
+  EXPECT_ERROR(error_after(with_dim("2.5")), "/inputs/0/shape/0", "expected an integer, got 2.5");
+}
+
+TEST_F(ModelJson, AFailedSaveLeavesNoFileChanged) {
+  const Graph g = load_model(write_every_op_model().string());
+  const SaveOptions weights{.weights_file = "w.safetensors", .min_file_numel = 6};
+  // The model's path is a directory: the rename of the model fails after the weights file
+  // is complete, and the weights file is taken back.
+  fs::create_directories(dir_ / "out" / "m.json");
+  EXPECT_THROW(save_model(g, (dir_ / "out" / "m.json").string(), weights), ModelError);
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "w.safetensors"));
+  // A weights file that was there keeps its bytes, and so does a commit_with file.
+  write_text(dir_ / "out" / "w.safetensors", "old weights");
+  write_text(dir_ / "out" / "report.json", "old report");
+  AtomicFileWriter report((dir_ / "out" / "report.json").string());
+  report.write("new report");
+  SaveOptions with_report = weights;
+  with_report.commit_with = {&report};
+  EXPECT_THROW(save_model(g, (dir_ / "out" / "m.json").string(), with_report), ModelError);
+  EXPECT_EQ(read_text(dir_ / "out" / "w.safetensors"), "old weights");
+  EXPECT_EQ(read_text(dir_ / "out" / "report.json"), "old report");
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "out"))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) ++leftovers;
+  EXPECT_EQ(leftovers, 0);
 }
 
 }  // namespace

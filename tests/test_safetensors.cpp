@@ -249,5 +249,32 @@ TEST_F(Safetensors, WriterRejectsWrongValueCount) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+TEST_F(Safetensors, RejectsDeeplyNestedHeader) {
+  // 100000 nested arrays overflowed the stack when the message showed the entry.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto path = write("deep.safetensors", R"({"w": )" + deep + "}", "");
+  const std::string msg = error_of(path, "w");
+  EXPECT_CONTAINS(msg, "deep.safetensors");
+  EXPECT_CONTAINS(msg, "header is not valid JSON: arrays and objects nested deeper than 128 levels");
+  EXPECT_CONTAINS(msg, "at /w/0/0/0/0/0/0/0/...");
+}
+
+TEST_F(Safetensors, OffsetsBeyond64BitsAreTooLarge) {
+  // nlohmann reads 2^64 as a double; the message said "expected a non-negative integer".
+  const auto path = write(
+      "big.safetensors", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551616]}})",
+      le(0x3F800000, 4));
+  EXPECT_CONTAINS(error_of(path, "w"), "data_offsets: integer 1.8446744073709552e+19 is too large");
+}
+
+TEST_F(Safetensors, EntryShownInAnErrorIsAnExcerpt) {
+  std::string list = "[0";
+  for (int i = 1; i < 100000; ++i) list += ",0";
+  const auto path = write("long.safetensors", R"({"w": )" + list + "]}", "");
+  const std::string msg = error_of(path, "w");
+  EXPECT_CONTAINS(msg, "expected an object with dtype, shape and data_offsets, got [0,0,0,");
+  EXPECT_LT(msg.size(), 250u) << msg;
+}
+
 }  // namespace
 }  // namespace lnv
