@@ -1,12 +1,15 @@
 // `lnverify zoo NAME [size options] -o MODEL.json`: writes a named architecture
 // (generators/architectures.h) as a model.json, weights as `init` params, or with
 // --safetensors in a side file MODEL.safetensors (float32) next to the model.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <map>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/model_json.h"
 #include "core/safetensors.h"
 #include "generators/architectures.h"
@@ -16,19 +19,88 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Moves every param of `g` into a float32 safetensors file at `side_path` and points the
-// params at it (values rounded to float32, so the model and the file agree exactly).
-void move_weights_to_safetensors(Graph& g, const std::string& model_path,
-                                 const std::string& side_path) {
-  std::map<std::string, SafetensorsEntry> tensors;
+// CLI11 reads a uint64 through strtoull, which wraps "-1" and saturates values past
+// 2^64 - 1; the seed is read here instead, so that both are errors.
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw ModelError("zoo/--seed",
+                     "expected an integer from 0 to 2^64 - 1, got '" + text + "'");
+  return seed;
+}
+
+// "2,2,6,2" as blocks per stage. Read here rather than by CLI11's list option, which
+// quotes the wrong tokens when an entry is empty.
+std::vector<int64_t> parse_depths(const std::string& text) {
+  std::vector<int64_t> depths;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    int64_t d = 0;
+    const auto [stop, ec] = std::from_chars(text.data() + begin, text.data() + end, d);
+    if (ec != std::errc() || stop != text.data() + end)
+      throw ModelError("zoo/--depths", "expected blocks per stage separated by commas (e.g. "
+                                       "2,2,6,2), got '" + text + "'");
+    depths.push_back(d);
+    begin = end + 1;
+  }
+  return depths;
+}
+
+// Points every param of `g` at its tensor in the float32 side file `side` (values
+// rounded to float32, so the model and the file agree exactly) and returns the file's
+// layout, in key order.
+std::vector<SafetensorsWriter::Tensor> move_weights_to_side_file(Graph& g,
+                                                                 const std::string& out,
+                                                                 const std::string& side) {
+  std::vector<SafetensorsWriter::Tensor> layout;
   for (Param& p : g.params) {
     for (double& v : p.values) v = static_cast<float>(v);
+    if (!std::ranges::all_of(p.values, [](double v) { return std::isfinite(v); }))
+      throw ModelError("zoo/--init-std", "this std draws a value beyond the float32 range of "
+                                         "--safetensors for param '" + p.name + "'");
     p.source = ParamSource::file;
-    p.file = {fs::path(side_path).filename().string(), p.name};
-    tensors.emplace(p.name, SafetensorsEntry{p.shape, p.values, SafetensorsDType::f32});
+    p.file = {fs::path(side).filename().string(), p.name};
+    // Tells save's writer that the file will hold exactly these values, so that it writes
+    // the reference without reading a file that is not there yet.
+    p.file_fingerprint = param_fingerprint(p);
+    layout.push_back({p.name, p.shape, SafetensorsDType::f32});
   }
-  g.base_dir = fs::path(model_path).parent_path().string();
-  write_safetensors(side_path, tensors);
+  g.base_dir = fs::path(out).parent_path().string();
+  std::ranges::sort(layout, {}, &SafetensorsWriter::Tensor::key);
+  return layout;
+}
+
+// Writes the model and its side file, both or neither. Both go into temporary files
+// first. The model is renamed into place first: if the side file's rename then fails,
+// removing the new model undoes everything, and a side file that was there before is
+// left as it was.
+void save_with_side_file(Graph& g, const std::string& out, const std::string& side) {
+  const auto layout = move_weights_to_side_file(g, out, side);
+  SafetensorsWriter weights(side, layout, /*finite_only=*/true);
+  for (const SafetensorsWriter::Tensor& t : layout) {
+    const Param& p = g.params[g.param_index(t.key)];
+    weights.append(p.values.data(), p.values.size());
+  }
+  AtomicFileWriter model(out);
+  model.write(model_to_text(g, g.base_dir));
+  model.commit();
+  try {
+    weights.commit();
+  } catch (const ModelError&) {
+    std::error_code ignored;  // the side file's error is the one to report
+    fs::remove(out, ignored);
+    throw;
+  }
+}
+
+// Refuses, before any work, an output path the model cannot be written to.
+void check_output(const std::string& out, const std::string& side) {
+  if (fs::is_directory(out))
+    throw ModelError("zoo/-o", out + " is a directory; expected a model file path");
+  if (!side.empty() && fs::path(side).lexically_normal() == fs::path(out).lexically_normal())
+    throw ModelError("zoo/-o", "with --safetensors the weights go to " + side +
+                                   ", the model file itself; name the model MODEL.json");
 }
 
 void list_architectures() {
@@ -39,7 +111,7 @@ void list_architectures() {
 
 Action setup(CLI::App& sub) {
   struct State {
-    std::string name, out;
+    std::string name, out, depths, seed = "0";
     zoo::ArchOptions o;
     int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, batch = 0, image = 0,
             patch = 0, window = 0, classes = 0;
@@ -59,11 +131,10 @@ Action setup(CLI::App& sub) {
   sub.add_option("--patch", st->patch, "patch side in pixels (vision models)");
   sub.add_option("--window", st->window, "window side in patches (swin)");
   sub.add_option("--classes", st->classes, "classifier outputs (vision models)");
-  sub.add_option("--depths", st->o.depths, "blocks per stage (swin/convnext), e.g. 2,2,6,2")
-      ->delimiter(',');
+  sub.add_option("--depths", st->depths, "blocks per stage (swin/convnext), e.g. 2,2,6,2");
   sub.add_option("--dropout", st->dropout, "dropout p (0: no dropout nodes; default 0.1)");
   sub.add_option("--init-std", st->o.init_std, "std of the normal init (default 0.02)");
-  sub.add_option("--seed", st->o.seed, "the model's init seed (default 0)");
+  sub.add_option("--seed", st->seed, "the model's init seed, 0 to 2^64 - 1 (default 0)");
   sub.add_flag("--safetensors", st->safetensors,
                "write the weights to MODEL.safetensors (float32) beside the model");
   return [st, &sub]() -> int {
@@ -87,17 +158,21 @@ Action setup(CLI::App& sub) {
     set("--window", st->window, st->o.window);
     set("--classes", st->classes, st->o.classes);
     if (sub.count("--dropout")) st->o.dropout = st->dropout;
+    if (sub.count("--depths")) st->o.depths = parse_depths(st->depths);
+    st->o.seed = parse_seed(st->seed);
+    const std::string side =
+        st->safetensors ? (fs::path(st->out).parent_path() / fs::path(st->out).stem()).string() +
+                              ".safetensors"
+                        : "";
+    check_output(st->out, side);
 
     Graph g = zoo::build_architecture(st->name, st->o);
     int64_t count = 0;
     for (const Param& p : g.params) count += numel(p.shape);
-    std::string side;
-    if (st->safetensors) {
-      side = (fs::path(st->out).parent_path() / fs::path(st->out).stem()).string() +
-             ".safetensors";
-      move_weights_to_safetensors(g, st->out, side);
-    }
-    save_model(g, st->out);
+    if (side.empty())
+      save_model(g, st->out);
+    else
+      save_with_side_file(g, st->out, side);
     int lns = 0;
     for (const Node& n : g.nodes) lns += n.op == Op::layer_norm || (n.op == Op::rnn && n.norm);
     std::cout << "wrote " << st->out << (side.empty() ? "" : " and " + side) << ": "

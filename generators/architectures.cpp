@@ -1,7 +1,9 @@
 #include "generators/architectures.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <sstream>
 #include <utility>
 
 #include "core/error.h"
@@ -22,8 +24,47 @@ struct Sizes {
   throw ModelError("zoo/--" + option, what);
 }
 
-void require_positive(const std::string& option, int64_t v) {
-  if (v <= 0) bad_option(option, "expected a positive integer, got " + std::to_string(v));
+// Every size is a dimension of some tensor, so none may pass kMaxElements; the bound
+// also keeps the builders' size arithmetic (4 * hidden, ...) in range.
+void require_size(const std::string& option, int64_t v) {
+  if (v <= 0 || v > kMaxElements)
+    bad_option(option, "expected a positive integer up to 2^31, got " + std::to_string(v));
+}
+
+void require_blocks(const std::string& option, int64_t v) {
+  if (v <= 0 || v > kMaxBlocks)
+    bad_option(option, "expected from 1 to " + std::to_string(kMaxBlocks) + " blocks, got " +
+                           std::to_string(v));
+}
+
+// The size options that were set, as typed ("--batch 8 --seq 65536"): what an error
+// about the sizes they add up to names.
+std::string given_sizes(const ArchOptions& o) {
+  std::string out;
+  auto add = [&](const char* option, const std::string& value) {
+    out += (out.empty() ? "--" : " --") + std::string(option) + " " + value;
+  };
+  const std::pair<const char*, const std::optional<int64_t>&> sizes[] = {
+      {"layers", o.layers}, {"hidden", o.hidden},   {"heads", o.heads},
+      {"seq", o.seq},       {"vocab", o.vocab},     {"batch", o.batch},
+      {"image", o.image},   {"patch", o.patch},     {"window", o.window},
+      {"classes", o.classes}};
+  for (const auto& [option, v] : sizes)
+    if (v) add(option, std::to_string(*v));
+  if (!o.depths.empty()) {
+    std::string depths;
+    for (int64_t d : o.depths) depths += (depths.empty() ? "" : ",") + std::to_string(d);
+    add("depths", depths);
+  }
+  return out.empty() ? "the default sizes" : out;
+}
+
+// A double as a person would write it ("0.02", "1e+300", "inf"), not std::to_string's
+// fixed six decimals.
+std::string show(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
 }
 
 void require_divides(const std::string& a_name, int64_t a, const std::string& b_name,
@@ -33,18 +74,24 @@ void require_divides(const std::string& a_name, int64_t a, const std::string& b_
                            " = " + std::to_string(b));
 }
 
-// Appends inputs, params (drawn from their `init` streams) and nodes to one Graph. Each
-// helper returns the name of the value it made, so a builder reads like the model code.
+// Whether a build draws the weights, or only lays out the graph to check the limits
+// before any memory goes into weights.
+enum class Weights { drawn, none };
+
+// Appends inputs, params (drawn from their `init` streams) and nodes to one Graph, and
+// refuses any tensor over the limits (architectures.h) as it goes. Each helper returns
+// the name of the value it made, so a builder reads like the model code.
 class Builder {
  public:
-  Builder(const std::string& name, const ArchOptions& o, double dropout)
-      : std_(o.init_std), dropout_(dropout) {
+  Builder(const std::string& name, const ArchOptions& o, double dropout, Weights weights)
+      : options_(o), dropout_(dropout), weights_(weights) {
     g_.name = name;
     g_.seed = o.seed;
   }
 
   std::string input(const std::string& name, Shape shape, DType dtype = DType::float_,
                     int64_t range = 0) {
+    require_within_limit("input '" + name + "'", shape);
     g_.inputs.push_back({name, std::move(shape), dtype, range});
     return name;
   }
@@ -57,10 +104,8 @@ class Builder {
     p.source = ParamSource::init;
     p.init.dist = "normal";
     p.init.mean = mean;
-    p.init.std = std_;
-    p.values = init_values(p.init, numel(p.shape), g_.seed, name);
-    g_.params.push_back(std::move(p));
-    return name;
+    p.init.std = options_.init_std;
+    return add(std::move(p));
   }
 
   // A param with every value zero (written as data).
@@ -68,9 +113,7 @@ class Builder {
     Param p;
     p.name = name;
     p.shape = std::move(shape);
-    p.values.assign(numel(p.shape), 0.0);
-    g_.params.push_back(std::move(p));
-    return name;
+    return add(std::move(p));
   }
 
   std::string node(Node n) {
@@ -175,14 +218,64 @@ class Builder {
   Graph finish(std::vector<std::string> outputs, nlohmann::json meta) {
     g_.outputs = std::move(outputs);
     g_.meta = std::move(meta);
-    g_.finalize();
+    // What finalize() can refuse in a graph built here is a size: a node output over the
+    // limit.
+    try {
+      g_.finalize();
+    } catch (const ModelError& e) {
+      too_large(std::string("these sizes give a model lnverify rejects: ") + e.what());
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (g_.nodes[i].op == Op::attention) {
+        const Shape& x = g_.shape_of(g_.node_inputs[i][0]);  // [batch, seq, width]
+        require_within_limit("the attention probabilities of node '" + g_.nodes[i].name + "'",
+                             {x[0], g_.nodes[i].heads, x[1], x[1]});
+      }
     return std::move(g_);
   }
 
  private:
+  [[noreturn]] void too_large(const std::string& what) const {
+    throw ModelError("zoo/" + given_sizes(options_), what);
+  }
+
+  void require_within_limit(const std::string& tensor, const Shape& shape) const {
+    if (!within_max_elements(shape))
+      too_large(tensor + ", of shape " + to_string(shape) +
+                ", would hold more than 2^31 elements, the limit per tensor");
+  }
+
+  // Counts the param against the limits, then gives it its values: drawn from its init
+  // (zeros for a data param), or none in a build without weights, where it is marked
+  // deferred so that finalize() checks the graph without them.
+  std::string add(Param p) {
+    require_within_limit("param '" + p.name + "'", p.shape);
+    param_values_ += numel(p.shape);  // each <= 2^31, so the sum stays in range
+    if (param_values_ > kMaxParamValues)
+      too_large("the params hold more than 2^31 values in all, the limit per model (passed at "
+                "param '" + p.name + "')");
+    if (weights_ == Weights::none) {
+      p.source = ParamSource::file;
+      p.values_deferred = true;
+    } else if (p.source == ParamSource::init) {
+      p.values = init_values(p.init, numel(p.shape), g_.seed, p.name);
+      if (!std::ranges::all_of(p.values, [](double v) { return std::isfinite(v); }))
+        bad_option("init-std", "std " + show(p.init.std) +
+                                   " draws a value beyond the double range for param '" +
+                                   p.name + "'");
+    } else {
+      p.values.assign(numel(p.shape), 0.0);
+    }
+    const std::string name = p.name;
+    g_.params.push_back(std::move(p));
+    return name;
+  }
+
   Graph g_;
-  double std_;
+  const ArchOptions& options_;
   double dropout_;
+  Weights weights_;
+  int64_t param_values_ = 0;
 };
 
 nlohmann::json meta_of(const std::string& arch, const Sizes& s,
@@ -202,9 +295,8 @@ nlohmann::json meta_of(const std::string& arch, const Sizes& s,
 // --- decoder-only and encoder-only transformers --------------------------------------
 
 // GPT-2: learned positions, pre-norm blocks, final LN, LM head tied to the token table.
-Graph gpt2(const Sizes& s, const ArchOptions& o) {
+Graph gpt2(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, T = s.seq, D = s.hidden, V = s.vocab;
-  Builder b("gpt2", o, s.dropout);
   const auto tok = b.input("tok", {B, T}, DType::index, V);
   const auto wte = b.param("wte", {V, D});
   const auto wpe = b.param("wpe", {T, D});
@@ -226,9 +318,8 @@ Graph gpt2(const Sizes& s, const ArchOptions& o) {
 }
 
 // OPT: like GPT-2 with ReLU MLPs (OPT-125m sizes by default).
-Graph opt(const Sizes& s, const ArchOptions& o) {
+Graph opt(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, T = s.seq, D = s.hidden, V = s.vocab;
-  Builder b("opt", o, s.dropout);
   const auto tok = b.input("tok", {B, T}, DType::index, V);
   const auto table = b.param("embed_tokens", {V, D});
   const auto pos = b.param("embed_positions", {T, D});
@@ -254,9 +345,8 @@ Graph opt(const Sizes& s, const ArchOptions& o) {
 }
 
 // Phi: one LN per block feeding attention and MLP in parallel; untied LM head with bias.
-Graph phi(const Sizes& s, const ArchOptions& o) {
+Graph phi(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, T = s.seq, D = s.hidden, V = s.vocab;
-  Builder b("phi", o, s.dropout);
   const auto tok = b.input("tok", {B, T}, DType::index, V);
   auto x = b.embedding("embed", tok, b.param("embed_tokens", {V, D}));
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -275,10 +365,9 @@ Graph phi(const Sizes& s, const ArchOptions& o) {
 }
 
 // BERT: post-norm encoder with an embedding LN; MLM head tied to the word table.
-Graph bert(const Sizes& s, const ArchOptions& o) {
+Graph bert(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, T = s.seq, D = s.hidden, V = s.vocab, I = 4 * s.hidden;
   const double eps = 1e-12;
-  Builder b("bert", o, s.dropout);
   const auto tok = b.input("tok", {B, T}, DType::index, V);
   const auto seg = b.input("segment", {B, T}, DType::index, 2);
   const auto words = b.param("embeddings.word_embeddings", {V, D});
@@ -324,9 +413,8 @@ std::string to_tokens(Builder& b, const std::string& name, const std::string& x,
 
 // ViT: patch conv, CLS token by concat, learned positions, pre-norm blocks, final LN,
 // mean pooling (ViT's "gap" classifier; a CLS read-out needs a slice, not in the format).
-Graph vit(const Sizes& s, const ArchOptions& o) {
+Graph vit(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, D = s.hidden, R = s.image / s.patch, N = R * R;
-  Builder b("vit", o, s.dropout);
   const auto img = b.input("image", {B, 3, s.image, s.image});
   auto patches = to_tokens(b, "patch_embed",
                            b.conv2d("patch_embed", img, 3, D, s.patch, s.patch, 0, 1), B, D, R);
@@ -354,10 +442,9 @@ Graph vit(const Sizes& s, const ArchOptions& o) {
 // Swin-like: patch conv + LN, stages of windowed attention (windows cut and merged back
 // by reshape/transpose), patch merging (2x2 token merge by reshape, LN, linear) between
 // stages, final LN and mean pooling.
-Graph swin(const Sizes& s, const ArchOptions& o) {
+Graph swin(Builder& b, const Sizes& s) {
   const int64_t B = s.batch;
   int64_t C = s.hidden, R = s.image / s.patch, heads = s.heads;
-  Builder b("swin", o, s.dropout);
   const auto img = b.input("image", {B, 3, s.image, s.image});
   auto x = to_tokens(b, "patch_embed", b.conv2d("patch_embed.proj", img, 3, C, s.patch, s.patch, 0, 1),
                      B, C, R);
@@ -400,10 +487,9 @@ Graph swin(const Sizes& s, const ArchOptions& o) {
 // ConvNeXt-like: patchify stem (conv + channels-first LN), blocks of depthwise 7x7 conv
 // -> channels-last LN -> linear -> GELU -> linear -> layer scale -> residual, channels-
 // first LN + 2x2 conv between stages, mean pooling, LN, head.
-Graph convnext(const Sizes& s, const ArchOptions& o) {
+Graph convnext(Builder& b, const Sizes& s) {
   const int64_t B = s.batch;
   int64_t C = s.hidden, R = s.image / s.patch;
-  Builder b("convnext", o, s.dropout);
   const auto img = b.input("image", {B, 3, s.image, s.image});
   auto x = b.conv2d("downsample_layers.0.conv", img, 3, C, s.patch, s.patch, 0, 1);
   x = b.layer_norm("downsample_layers.0.norm", x, {1}, {C}, 1e-6);
@@ -434,9 +520,8 @@ Graph convnext(const Sizes& s, const ArchOptions& o) {
 
 // RNN language model: embedding, stacked Elman RNNs each with a LayerNorm on the
 // pre-activation, dropout between layers (Zaremba et al.), linear decoder.
-Graph rnnlm(const Sizes& s, const ArchOptions& o) {
+Graph rnnlm(Builder& b, const Sizes& s) {
   const int64_t B = s.batch, T = s.seq, H = s.hidden, V = s.vocab;
-  Builder b("rnnlm", o, s.dropout);
   const auto tok = b.input("tok", {B, T}, DType::index, V);
   auto x = b.dropout("embed_drop", b.embedding("embed", tok, b.param("encoder", {V, H})));
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -460,7 +545,7 @@ struct Arch {
   ArchInfo info;
   Family family;
   Sizes defaults;
-  std::function<Graph(const Sizes&, const ArchOptions&)> build;
+  std::function<Graph(Builder&, const Sizes&)> build;
 };
 
 const std::vector<Arch>& table() {
@@ -508,12 +593,20 @@ const std::vector<Arch>& table() {
   return t;
 }
 
+const Arch& find_arch(const std::string& name) {
+  for (const Arch& a : table())
+    if (a.info.name == name) return a;
+  std::string known;
+  for (const Arch& a : table()) known += (known.empty() ? "" : ", ") + a.info.name;
+  throw ModelError("zoo/NAME", "unknown architecture '" + name + "' (known: " + known + ")");
+}
+
 // Merges the options over the defaults and checks that the sizes fit together.
 Sizes resolve(const Arch& a, const ArchOptions& o) {
   Sizes s = a.defaults;
   auto take = [](int64_t& field, const std::optional<int64_t>& v, const char* name) {
     if (!v) return;
-    require_positive(name, *v);
+    require_size(name, *v);
     field = *v;
   };
   take(s.hidden, o.hidden, "hidden");
@@ -521,10 +614,11 @@ Sizes resolve(const Arch& a, const ArchOptions& o) {
   take(s.batch, o.batch, "batch");
   if (o.dropout) {
     if (!(*o.dropout >= 0.0 && *o.dropout < 1.0))
-      bad_option("dropout", "expected 0 <= p < 1, got " + std::to_string(*o.dropout));
+      bad_option("dropout", "expected 0 <= p < 1, got " + show(*o.dropout));
     s.dropout = *o.dropout;
   }
-  if (!(o.init_std >= 0.0)) bad_option("init-std", "expected a standard deviation >= 0");
+  if (!(std::isfinite(o.init_std) && o.init_std >= 0.0))
+    bad_option("init-std", "expected a finite standard deviation >= 0, got " + show(o.init_std));
   const bool text = a.family == Family::text || a.family == Family::rnn;
   const bool vision = !text;
   auto only = [&](bool allowed, const std::optional<int64_t>& v, const char* name) {
@@ -546,16 +640,21 @@ Sizes resolve(const Arch& a, const ArchOptions& o) {
   take(s.window, o.window, "window");
   take(s.classes, o.classes, "classes");
   if (a.family == Family::vision_stages) {
-    if (o.layers) {
-      require_positive("layers", *o.layers);
-      s.depths.assign(s.depths.size(), *o.layers);
-    }
+    if (o.layers) s.depths.assign(s.depths.size(), *o.layers);
     if (!o.depths.empty()) s.depths = o.depths;
-    for (int64_t d : s.depths) require_positive("depths", d);
+    const char* blocks = o.depths.empty() ? "layers" : "depths";
     s.layers = 0;
-    for (int64_t d : s.depths) s.layers += d;
-  } else {
-    take(s.layers, o.layers, "layers");
+    for (int64_t d : s.depths) {
+      require_blocks(blocks, d);
+      s.layers += d;
+    }
+    if (s.layers > kMaxBlocks)
+      bad_option(blocks, "the stages hold " + std::to_string(s.layers) +
+                             " blocks in all, more than the limit of " +
+                             std::to_string(kMaxBlocks));
+  } else if (o.layers) {
+    require_blocks("layers", *o.layers);
+    s.layers = *o.layers;
   }
 
   if (a.family == Family::text || a.family == Family::vision_vit ||
@@ -564,14 +663,21 @@ Sizes resolve(const Arch& a, const ArchOptions& o) {
   if (vision) {
     require_divides("patch", s.patch, "image", s.image);
     if (a.family == Family::vision_stages) {
+      // Each stage after the first halves the patch grid.
       const int64_t grid = s.image / s.patch;
-      const int64_t shrink = int64_t(1) << (s.depths.size() - 1);
-      if (grid % shrink != 0)
-        bad_option("image", "the " + std::to_string(grid) + "x" + std::to_string(grid) +
-                                " patch grid cannot be halved " +
-                                std::to_string(s.depths.size() - 1) + " times");
+      int64_t last = grid;  // the last stage's grid side
+      for (size_t k = 1; k < s.depths.size(); ++k) {
+        if (last % 2 != 0)
+          bad_option(o.depths.empty() ? "image" : "depths",
+                     "the " + std::to_string(grid) + "x" + std::to_string(grid) +
+                         " patch grid (--image " + std::to_string(s.image) + " / --patch " +
+                         std::to_string(s.patch) + ") cannot be halved " +
+                         std::to_string(s.depths.size() - 1) + " times, once between each two of " +
+                         std::to_string(s.depths.size()) + " stages");
+        last /= 2;
+      }
       if (a.info.name == "swin")
-        for (int64_t r = grid; r >= grid / shrink; r /= 2)
+        for (int64_t r = grid; r >= last; r /= 2)
           if (r % std::min(s.window, r) != 0)
             bad_option("window", "window " + std::to_string(s.window) +
                                      " does not tile a " + std::to_string(r) + "x" +
@@ -579,6 +685,13 @@ Sizes resolve(const Arch& a, const ArchOptions& o) {
     }
   }
   return s;
+}
+
+// The build without weights: it makes every check a build makes, at no memory cost for
+// weights.
+void check_layout(const Arch& a, const Sizes& s, const ArchOptions& o) {
+  Builder layout(a.info.name, o, s.dropout, Weights::none);
+  a.build(layout, s);
 }
 
 }  // namespace
@@ -593,11 +706,17 @@ const std::vector<ArchInfo>& architectures() {
 }
 
 Graph build_architecture(const std::string& name, const ArchOptions& options) {
-  for (const Arch& a : table())
-    if (a.info.name == name) return a.build(resolve(a, options), options);
-  std::string known;
-  for (const Arch& a : table()) known += (known.empty() ? "" : ", ") + a.info.name;
-  throw ModelError("zoo/NAME", "unknown architecture '" + name + "' (known: " + known + ")");
+  const Arch& a = find_arch(name);
+  const Sizes s = resolve(a, options);
+  // The layout first: a size over the limits fails there, before memory goes into weights.
+  check_layout(a, s, options);
+  Builder b(a.info.name, options, s.dropout, Weights::drawn);
+  return a.build(b, s);
+}
+
+void check_architecture(const std::string& name, const ArchOptions& options) {
+  const Arch& a = find_arch(name);
+  check_layout(a, resolve(a, options), options);
 }
 
 }  // namespace lnv::zoo

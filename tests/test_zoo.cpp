@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -185,6 +187,89 @@ TEST(Zoo, DefaultsHaveTheRealParameterCounts) {
     int64_t n = 0;
     for (const Param& p : g.params) n += numel(p.shape);
     EXPECT_EQ(n, count) << arch;
+  }
+}
+
+// --- limits (architectures.h) ---------------------------------------------------------
+
+// The sizes the README promises stay within the limits: every default (Phi-1.5 holds 1.42e9
+// param values), GPT-2 XL (1.56e9), BERT large, ViT-L/16, and the deepest model allowed.
+TEST(ZooLimits, AllowTheRealSizes) {
+  for (const auto& a : zoo::architectures()) EXPECT_NO_THROW(zoo::check_architecture(a.name, {}));
+  ArchOptions xl;
+  xl.layers = 48, xl.hidden = 1600, xl.heads = 25;
+  EXPECT_NO_THROW(zoo::check_architecture("gpt2", xl));
+  ArchOptions large;
+  large.layers = 24, large.hidden = 1024, large.heads = 16;
+  EXPECT_NO_THROW(zoo::check_architecture("bert", large));
+  EXPECT_NO_THROW(zoo::check_architecture("vit", large));
+  ArchOptions deep = text_small();
+  deep.layers = zoo::kMaxBlocks;
+  EXPECT_NO_THROW(zoo::check_architecture("gpt2", deep));
+}
+
+// The ModelError's `where` for these options, or "" when they pass.
+std::string refused_at(const std::string& arch, const ArchOptions& o) {
+  try {
+    zoo::check_architecture(arch, o);
+  } catch (const ModelError& e) {
+    return e.where();
+  }
+  return "";
+}
+
+// Each limit refuses a size just past it, naming the options that were set, before any
+// weight is drawn (check_architecture draws none, so these cost nothing).
+TEST(ZooLimits, RefuseSizesPastThem) {
+  ArchOptions o;
+  o.batch = 3000000;  // an input [3e6, 1024]
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--batch 3000000");
+  o = {};
+  o.hidden = 1000000, o.heads = 1;  // the token table [50257, 1e6]
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--hidden 1000000 --heads 1");
+  o = {};
+  o.layers = 400;  // 7.1e6 values per block: 2.8e9 in all
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--layers 400");
+  o = {};
+  o.layers = 1, o.hidden = 2, o.heads = 1, o.seq = 4096, o.vocab = 1 << 20;  // logits [1, 4096, 2^20]
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--layers 1 --hidden 2 --heads 1 --seq 4096 --vocab 1048576");
+  o = {};
+  o.layers = 1, o.hidden = 2, o.heads = 2, o.seq = 1 << 16, o.vocab = 4;  // probabilities [1, 2, 2^16, 2^16]
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--layers 1 --hidden 2 --heads 2 --seq 65536 --vocab 4");
+  o = {};
+  o.seq = (int64_t{1} << 31) + 1;  // past the limit on its own
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--seq");
+  o = text_small();
+  o.layers = zoo::kMaxBlocks + 1;
+  EXPECT_EQ(refused_at("gpt2", o), "zoo/--layers");
+  o = staged_small("convnext");
+  o.depths.assign(2, zoo::kMaxBlocks / 2 + 1);  // each within the limit, not their sum
+  EXPECT_EQ(refused_at("convnext", o), "zoo/--depths");
+  o = staged_small("swin");
+  o.depths.assign(65, 1);  // 64 halvings: once a shift by 64 (undefined)
+  EXPECT_EQ(refused_at("swin", o), "zoo/--depths");
+}
+
+TEST(ZooLimits, RefuseNonFiniteFloatingOptions) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double std : {inf, -inf, std::nan(""), -1.0}) {
+    ArchOptions o = text_small();
+    o.init_std = std;
+    EXPECT_EQ(refused_at("gpt2", o), "zoo/--init-std") << std;
+  }
+  for (double p : {inf, -inf, std::nan("")}) {
+    ArchOptions o = text_small();
+    o.dropout = p;
+    EXPECT_EQ(refused_at("gpt2", o), "zoo/--dropout") << p;
+  }
+  // A finite std whose draws overflow is found where they are drawn.
+  ArchOptions o = text_small();
+  o.init_std = 1e308;
+  try {
+    build_architecture("gpt2", o);
+    FAIL() << "std 1e308 accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.where(), "zoo/--init-std");
   }
 }
 
