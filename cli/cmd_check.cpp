@@ -46,7 +46,8 @@ Action setup(CLI::App& sub) {
       ->check(CLI::Range(24u, 8192u));
   sub.add_option("--trials", st->opt.trials, "random inputs and dropout masks (default 3)")
       ->check(CLI::Range(1, 1000));
-  sub.add_option("--seed", st->opt.seed, "run seed of trial 0; trial k uses seed + k");
+  sub.add_option("--seed", st->opt.seed, "run seed of trial 0; trial k uses seed + k")
+      ->check(seed_range());
   sub.add_option("--forced-folds", st->opt.max_forced_folds,
                  "forced folds tried per LN judged not foldable (default 64)")
       ->check(CLI::Range(1, 1 << 20));
@@ -55,9 +56,11 @@ Action setup(CLI::App& sub) {
                  "exact (default: MPFR proof on small graphs) or torch (LibTorch float32/"
                  "float64 fidelity of the fold at real size; same as `lnverify fidelity`)")
       ->check(CLI::IsMember({"exact", "torch"}));
-  sub.add_option("--torch-trials", st->torch.trials, "--engine torch: float32 random inputs");
+  sub.add_option("--torch-trials", st->torch.trials, "--engine torch: float32 random inputs")
+      ->check(CLI::Range(1, 100000));
   sub.add_option("--torch-tol", st->torch.tol,
-                 "--engine torch: float64 relative difference allowed (default 1e-9)");
+                 "--engine torch: float64 relative difference allowed (default 1e-9)")
+      ->check(positive_finite());
   return [st]() -> int {
     if (st->engine == "torch") return run_torch(*st);
     // load -> detect -> rewrite -> evaluate both -> compare -> report

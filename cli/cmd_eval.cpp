@@ -104,7 +104,8 @@ Action setup(CLI::App& sub) {
       ->check(CLI::Range(8u, 1u << 20));
   sub.add_option("--mode", opt->mode, "inference (dropout off) or training (dropout masks)")
       ->check(CLI::IsMember({"inference", "training"}));
-  sub.add_option("--seed", opt->seed, "seed of the random inputs, dropout masks and loss");
+  sub.add_option("--seed", opt->seed, "seed of the random inputs, dropout masks and loss")
+      ->check(seed_range());
   sub.add_flag("--grad", opt->grad, "also compute the loss and its gradients");
   sub.add_option("--json", opt->json, "write outputs (and gradients) as JSON to this file");
   return [opt]() -> int {

@@ -49,9 +49,12 @@ Action setup(CLI::App& sub) {
       ->check(CLI::Range(1, 100000));
   sub.add_option("--trials64", st->trials64, "float64 random inputs (default 2)")
       ->check(CLI::Range(0, 1000));
-  sub.add_option("--seed", st->seed, "run seed of trial 0; trial k uses seed + k");
-  sub.add_option("--tol", st->tol, "float64 relative difference allowed (default 1e-9)");
-  sub.add_option("--threads", st->threads, "LibTorch intra-op threads (default: its own)");
+  sub.add_option("--seed", st->seed, "run seed of trial 0; trial k uses seed + k")
+      ->check(seed_range());
+  sub.add_option("--tol", st->tol, "float64 relative difference allowed (default 1e-9)")
+      ->check(positive_finite());
+  sub.add_option("--threads", st->threads, "LibTorch intra-op threads (default: its own)")
+      ->check(CLI::Range(1, 1024));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
   return [st, mode]() -> int {
     st->mode = *mode == "training" ? Mode::training : Mode::inference;

@@ -157,7 +157,8 @@ Action setup(CLI::App& sub) {
   o->check.trials = 2;
   sub.add_option("--cases", o->cases, "graphs to generate and check (default 1000)")
       ->check(CLI::Range(1, 1 << 30));
-  sub.add_option("--seed", o->seed, "seed of case 0; case i uses seed + i (default 1)");
+  sub.add_option("--seed", o->seed, "seed of case 0; case i uses seed + i (default 1)")
+      ->check(seed_range());
   sub.add_option("--max-nodes", o->max_nodes, "nodes per generated graph at most (default 24)")
       ->check(CLI::Range(1, 4096));
   sub.add_option("--out", o->out, "where to write a failing case (default fuzz-failures)");

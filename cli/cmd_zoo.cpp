@@ -19,17 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// CLI11 reads a uint64 through strtoull, which wraps "-1" and saturates values past
-// 2^64 - 1; the seed is read here instead, so that both are errors.
-uint64_t parse_seed(const std::string& text) {
-  uint64_t seed = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
-  if (ec != std::errc() || end != text.data() + text.size())
-    throw ModelError("zoo/--seed",
-                     "expected an integer from 0 to 2^64 - 1, got '" + text + "'");
-  return seed;
-}
-
 // "2,2,6,2" as blocks per stage. Read here rather than by CLI11's list option, which
 // quotes the wrong tokens when an entry is empty.
 std::vector<int64_t> parse_depths(const std::string& text) {
@@ -111,7 +100,7 @@ void list_architectures() {
 
 Action setup(CLI::App& sub) {
   struct State {
-    std::string name, out, depths, seed = "0";
+    std::string name, out, depths;
     zoo::ArchOptions o;
     int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, batch = 0, image = 0,
             patch = 0, window = 0, classes = 0;
@@ -134,7 +123,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("--depths", st->depths, "blocks per stage (swin/convnext), e.g. 2,2,6,2");
   sub.add_option("--dropout", st->dropout, "dropout p (0: no dropout nodes; default 0.1)");
   sub.add_option("--init-std", st->o.init_std, "std of the normal init (default 0.02)");
-  sub.add_option("--seed", st->seed, "the model's init seed, 0 to 2^64 - 1 (default 0)");
+  sub.add_option("--seed", st->o.seed, "the model's init seed, 0 to 2^64 - 1 (default 0)")
+      ->check(seed_range());
   sub.add_flag("--safetensors", st->safetensors,
                "write the weights to MODEL.safetensors (float32) beside the model");
   return [st, &sub]() -> int {
@@ -159,7 +149,6 @@ Action setup(CLI::App& sub) {
     set("--classes", st->classes, st->o.classes);
     if (sub.count("--dropout")) st->o.dropout = st->dropout;
     if (sub.count("--depths")) st->o.depths = parse_depths(st->depths);
-    st->o.seed = parse_seed(st->seed);
     const std::string side =
         st->safetensors ? (fs::path(st->out).parent_path() / fs::path(st->out).stem()).string() +
                               ".safetensors"

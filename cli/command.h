@@ -6,6 +6,9 @@
 // ModelError (bad input) exits 2 with its message; InternalError exits 4.
 #pragma once
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +36,32 @@ struct Command {
 };
 
 std::vector<Command>& registry();
+
+// Option checks CLI11 lacks. A seed: CLI11 reads a uint64 with strtoull, which wraps "-1"
+// and saturates past 2^64 - 1, so the text is checked first.
+inline CLI::Validator seed_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t seed = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (ec != std::errc() || end != text.data() + text.size())
+          return "expected an integer from 0 to 2^64 - 1, got '" + text + "'";
+        return "";
+      },
+      "0..2^64-1", "seed");
+}
+// A finite number above zero (a tolerance): CLI::PositiveNumber lets NaN through.
+inline CLI::Validator positive_finite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double x = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+        if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x) || x <= 0)
+          return "expected a finite number above 0, got '" + text + "'";
+        return "";
+      },
+      "POSITIVE", "positive finite");
+}
 
 // Use at namespace scope in a cmd_*.cpp:
 //   const bool kRegistered = lnv::cli::register_command({"eval", "...", setup});

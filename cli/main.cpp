@@ -1,6 +1,7 @@
 // lnverify: find the LayerNorms that can become RMSNorm exactly, rewrite, and prove it.
 // `lnverify MODEL.json` is `lnverify audit MODEL.json`.
 #include <iostream>
+#include <new>
 #include <map>
 
 #include "cli/command.h"
@@ -55,6 +56,12 @@ int main(int argc, char** argv) {
   } catch (const lnv::InternalError& e) {
     std::cerr << "lnverify: " << e.what() << "\n";
     return kInternal;
+  } catch (const std::bad_alloc&) {
+    // Every tensor is bounded (2^31 elements), but not their sum: say what ran out.
+    std::cerr << "lnverify: error: out of memory in `lnverify " << args.front()
+              << "`: the model's values (params, inputs, node outputs) do not fit in this "
+                 "machine's memory\n";
+    return kBadInput;
   } catch (const std::exception& e) {
     std::cerr << "lnverify: error: " << e.what() << "\n";
     return kBadInput;

@@ -81,7 +81,7 @@ absent "--dropout: no model written" "$T/p.json"
 # --- --seed: 0 to 2^64 - 1; CLI11 wrapped -1 and saturated larger values --------------------
 for v in -1 18446744073709551616 1e3; do
   run "--seed $v" 2 "$LNV" zoo gpt2 "${TINY[@]}" --seed "$v" -o "$T/seed.json"
-  has "--seed $v: names the option" "zoo/--seed: expected an integer from 0 to 2\^64 - 1, got '$v'"
+  has "--seed $v: names the option" "--seed: expected an integer from 0 to 2\^64 - 1, got '$v'"
 done
 absent "--seed: no model written" "$T/seed.json"
 run "--seed 2^64 - 1" 0 "$LNV" zoo gpt2 "${TINY[@]}" --seed 18446744073709551615 -o "$T/seed.json"

@@ -123,4 +123,32 @@ run "unknown option" 2 "$LNV" audit "$EX" --frobnicate
 run "unknown mode" 2 "$LNV" fold "$EX" -o "$T/never3.json" --mode sideways
 absent "unknown mode: no output file" "$T/never3.json"
 
+# --- option values: checked, not wrapped or let through -----------------------------------
+for v in -1 18446744073709551616 12x; do
+  run "check --seed $v" 2 "$LNV" check "$EX" --seed "$v"
+  has "check --seed $v: names the option" "--seed: expected an integer from 0 to 2\^64 - 1"
+done
+run "eval --seed -1" 2 "$LNV" eval "$EX" --seed -1
+run "fuzz --seed -1" 2 "$LNV" fuzz --cases 1 --seed -1
+for v in 0 -5; do
+  run "check --torch-trials $v" 2 "$LNV" check "$EX" --engine torch --torch-trials "$v"
+done
+for v in nan inf -1 0; do
+  run "check --torch-tol $v" 2 "$LNV" check "$EX" --engine torch --torch-tol "$v"
+  has "check --torch-tol $v: names the option" "--torch-tol: expected a finite number above 0"
+done
+
+# --- a model whose values do not fit: an error that says so, not a bare bad_alloc ---------
+cat > "$T/huge.json" <<'JSON'
+{"format": "lnverify.model", "version": 1,
+ "inputs": [{"name": "x", "shape": [2]}],
+ "params": [{"name": "W", "shape": [32768, 65536], "init": {"dist": "normal", "std": 0.02}}],
+ "nodes": [{"name": "y", "op": "add", "inputs": ["x", "x"]}],
+ "outputs": ["y"]}
+JSON
+(ulimit -v 8000000; "$LNV" audit "$T/huge.json") > "$T/out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && ok "2^31 init values under an 8 GB limit: exit 2" || bad "huge init: exit $rc, expected 2"
+has "huge init: says memory ran out" "out of memory in \`lnverify audit\`"
+
 finish
