@@ -927,6 +927,38 @@ TEST(AnalysisRules, ConcatOfMeansOfTheShiftedValue) {
   }
 }
 
+// `ln0` reaches the output only through `lnf`'s zero mean; `lnf` folds because its input
+// is zero-mean over the features. A center (or y - mean(y)) over the features between
+// them makes that so whatever ln0 is, so ln0 may become an RMSNorm too; over the tokens,
+// the features' zero mean still comes from ln0 staying an LN, so it is kept (folding both
+// changed the output by 2.0 at 256 bits before the check knew the axes).
+TEST(AnalysisRules, CenteringShieldsAFoldOnlyOverItsAxes) {
+  for (bool mean_form : {false, true}) {
+    for (int axis : {1, 2}) {
+      SCOPED_TRACE(std::to_string(mean_form) + " axis " + std::to_string(axis));
+      GraphBuilder b;
+      b.input("x", {2, 3, 4});
+      layer_norm(b, "ln0", "x");
+      if (mean_form) {
+        Node& m = b.node("m", Op::mean, {"ln0"});
+        m.axes = {axis};
+        m.keepdims = true;
+        b.node("c", Op::sub, {"ln0", "m"});
+      } else {
+        b.node("c", Op::center, {"ln0"}).axes = {axis};
+      }
+      layer_norm(b, "lnf", "c");
+      Node& mf = b.node("mf", Op::mean, {"lnf"});
+      mf.axes = {-1};
+      mf.keepdims = true;
+      b.node("out", Op::mul, {"x", "mf"});
+      const FoldPlan plan = detect_foldable(b.build({"out"}), Mode::inference);
+      EXPECT_TRUE(verdict(plan, "lnf").foldable[0]);
+      EXPECT_EQ(verdict(plan, "ln0").foldable[0], axis == 2) << verdict(plan, "ln0").reason[0];
+    }
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -344,6 +344,18 @@ class Analyzer {
     int budget = kZeroMeanVisits;
     return zero_mean_within(x, axes, trust, budget);
   }
+  // The keepdims mean m when v = sub(y, m) with m = mean(y, B), of y's shape (v is then
+  // zero-mean over B whatever y is); -1 otherwise.
+  int32_t own_mean_subtracted(int32_t v) const {
+    if (g_.nodes[v].op != Op::sub) return -1;
+    const ValueRef& y = g_.node_inputs[v][0];
+    const ValueRef& m = g_.node_inputs[v][1];
+    if (m.kind != ValueRef::Kind::node || g_.nodes[m.index].op != Op::mean ||
+        !g_.nodes[m.index].keepdims || !(g_.node_inputs[m.index][0] == y) ||
+        !(g_.node_shapes[v] == g_.shape_of(y)))
+      return -1;
+    return m.index;
+  }
   bool zero_mean_within(const ValueRef& x, const Axes& axes, const Trust& trust,
                         int& budget) const;
 

@@ -104,9 +104,18 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
   const size_t n = g_.nodes.size();
   std::vector<bool> zero(n, false);
   std::vector<char> changed(n, 0), unzeroed(n, 0), distrusted(n, 0);
+  // zero_over[v] = B (not unzeroed): v may have changed, but is zero-mean over every axis
+  // set that contains B - the output of a center, an LN without affine, or y - mean(y)
+  // over B, and linear combinations of such values; over other axes (a center over the
+  // tokens, for a fold over the features) its zero mean may be lost.
+  std::vector<Mask> zero_over(n, 0);
   const Trust trust{.lns = true, .distrusted = &distrusted, .consulted = blame};
   for (int32_t v : g_.order) {
     const Node& node = g_.nodes[v];
+    auto axes_mask = [&](int32_t x) {  // a norm's, center's or mean's axes
+      return analysis::mask_of(normalize_axes(g_.nodes[x].axes,
+                                              int64_t(g_.node_shapes[x].size()), g_.nodes[x].name));
+    };
     if (swapped[v]) {
       changed[v] = unzeroed[v] = distrusted[v] = 1;
     } else {
@@ -116,21 +125,40 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
       // before its own zero and ignoring are read.
       bool input_unzeroed = false;
       for (const ValueRef& r : g_.node_inputs[v])
-        if (r.kind == ValueRef::Kind::node) input_unzeroed |= unzeroed[r.index] != 0;
+        if (r.kind == ValueRef::Kind::node)
+          input_unzeroed |= unzeroed[r.index] != 0 ||
+                            (node.op == Op::layer_norm && (zero_over[r.index] & ~axes_mask(v)) != 0);
       const bool broken_fold = node.op == Op::layer_norm && folded[v] && input_unzeroed;
       if (broken_fold) distrusted[v] = 1;
       zero[v] = structurally_zero(v, zero, trust);
+      // Sums of values of v's shape, identities and scales keep a zero mean over B.
+      const bool linear = ((node.op == Op::add || node.op == Op::sub) &&
+                           g_.shape_of(g_.node_inputs[v][0]) == g_.node_shapes[v] &&
+                           g_.shape_of(g_.node_inputs[v][1]) == g_.node_shapes[v]) ||
+                          node.op == Op::scale ||
+                          (node.op == Op::dropout && (mode_ == Mode::inference || node.p == 0.0));
       if (!ignores_inputs(v, zero, trust) && !constant_mean(v, trust))
         for (const ValueRef& r : g_.node_inputs[v])
           if (r.kind == ValueRef::Kind::node) {
             changed[v] |= changed[r.index];
             unzeroed[v] |= unzeroed[r.index];
+            if (zero_over[r.index] == 0) continue;
+            if (linear) zero_over[v] |= zero_over[r.index];
+            else unzeroed[v] = 1;
           }
-      const bool keeps_zero_mean =
-          centered[v] || node.op == Op::center ||
-          (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() &&
-           !broken_fold);
-      if (keeps_zero_mean) unzeroed[v] = 0;
+      // As a center: y - mean(y) is zero-mean whatever changed in y.
+      Mask resets = 0;
+      if (node.op == Op::center ||
+          (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() && !broken_fold))
+        resets = axes_mask(v);
+      if (const int32_t m = own_mean_subtracted(v); m >= 0) resets = axes_mask(m);
+      if (centered[v]) {
+        unzeroed[v] = 0;
+        zero_over[v] = 0;
+      } else if (resets != 0 && (unzeroed[v] || zero_over[v])) {
+        unzeroed[v] = 0;
+        zero_over[v] = resets & ~analysis::size1_mask(g_.node_shapes[v]);
+      }
     }
     if (changed[v] && is_output_[v]) return true;
   }
@@ -152,13 +180,7 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     return inside(n.axes) && trusts(trust, x.index);
   if (n.op == Op::center) return inside(n.axes);
   // sub(y, mean(y, B, keepdims)) is zero-mean over B.
-  if (n.op == Op::sub) {
-    const ValueRef& m = g_.node_inputs[x.index][1];
-    if (m.kind == ValueRef::Kind::node && g_.nodes[m.index].op == Op::mean &&
-        g_.nodes[m.index].keepdims && g_.node_inputs[m.index][0] == g_.node_inputs[x.index][0] &&
-        s == g_.shape_of(g_.node_inputs[x.index][0]))
-      return inside(g_.nodes[m.index].axes);
-  }
+  if (const int32_t m = own_mean_subtracted(x.index); m >= 0) return inside(g_.nodes[m].axes);
   if (n.cbwc && (n.op == Op::linear || n.op == Op::embedding || n.op == Op::attention))
     return inside({-1});
   // The mean over B is linear: an identity (inference dropout), a scale, or a sum or
