@@ -959,6 +959,30 @@ TEST(AnalysisRules, CenteringShieldsAFoldOnlyOverItsAxes) {
   }
 }
 
+// A conv that maps each position on its own (kernel 1, stride 1, no padding, no bias) is a
+// linear map over the channels: a value centered along its length stays centered, so the
+// LN over the length folds with nothing centered. A wider kernel, padding or a stride
+// averages other positions (or a subset of them), and a bias is a constant along the
+// length that the centering does not remove: not foldable.
+TEST(AnalysisRules, MeansPassThroughPointwiseConvsOnly) {
+  enum Case { pointwise, kernel_3, padded, strided, biased };
+  for (Case c : {pointwise, kernel_3, padded, strided, biased}) {
+    SCOPED_TRACE(int(c));
+    GraphBuilder b;
+    b.input("x", {2, 4, 6}).param("k", {4, 4, c == kernel_3 ? 3 : 1}).param("kb", {4});
+    b.node("cx", Op::center, {"x"}).axes = {2};
+    Node& conv = b.node("conv", Op::conv1d, {"cx"});
+    conv.weight = "k";
+    if (c == padded) conv.padding = {1};
+    if (c == strided) conv.stride = {2};
+    if (c == biased) conv.bias = "kb";
+    layer_norm(b, "ln", "conv");
+    const LnVerdict v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+    EXPECT_EQ(v.foldable[0], c == pointwise) << v.reason[0];
+    if (c == pointwise) EXPECT_TRUE(v.terms.empty());
+  }
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

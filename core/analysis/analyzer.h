@@ -471,6 +471,7 @@ class Analyzer {
     return f;
   }
   Rule producer_rule(int32_t n, Mask a, Mask feature);
+  bool pointwise_conv(int32_t n) const;
   Entry opaque_entry(int32_t n, Mask a, IssueKind kind) {
     Entry e;
     e.atom = n;

@@ -23,6 +23,22 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   return it->second;
 }
 
+// A conv without bias that maps each position on its own: kernel 1 along every spatial
+// axis, stride 1, no padding (a linear map over the channels at each position, so means
+// over the batch and spatial axes pass through it as through a linear layer).
+bool Analyzer::pointwise_conv(int32_t n) const {
+  const Node& node = g_.nodes[n];
+  if ((node.op != Op::conv1d && node.op != Op::conv2d) || !node.bias.empty()) return false;
+  const Shape& w = g_.shape_of(g_.ref(node.weight));
+  for (size_t s = 2; s < w.size(); ++s)
+    if (w[s] != 1) return false;
+  for (int64_t stride : node.stride)
+    if (stride != 1) return false;
+  for (int64_t pad : node.padding)
+    if (pad != 0) return false;
+  return true;
+}
+
 Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   const Node& node = g_.nodes[n];
   feature &= ~analysis::size1_mask(out_shape(n));
@@ -32,7 +48,7 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   if (a != 0 && (feature & a) == 0) {
     const size_t R = out_shape(n).size();
     const uint64_t tag = (uint64_t(uint32_t(n)) << 8) + 1;
-    if (node.op == Op::linear && node.bias.empty()) {
+    if ((node.op == Op::linear && node.bias.empty()) || pointwise_conv(n)) {
       r.parts.push_back({0, a, 1.0, tag, -1});
       return r;
     }
@@ -51,7 +67,7 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   if ((a & ~feature) != 0 && (feature & a) != 0) {
     const size_t R = out_shape(n).size();
     int act = -1;
-    if (node.op == Op::linear && node.bias.empty()) act = 0;
+    if ((node.op == Op::linear && node.bias.empty()) || pointwise_conv(n)) act = 0;
     if (node.op == Op::matmul) {
       const int candidate = input_is_param(n, 1) ? 0 : 1;
       if (!input_is_param(n, candidate) && !(candidate == 1 && node.transpose_b) &&
