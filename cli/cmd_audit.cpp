@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -22,6 +23,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
   return [st]() -> int {
     const Graph g = load_model(st->model);
+    if (st->json != "-") refuse_input_as_output("--json", st->json, st->model, g);
     const FoldPlan plan = detect_foldable(g, Mode::inference);
     const std::string report = report::audit_json(g, plan).dump(2) + "\n";
     if (st->json == "-") {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "core/error.h"
 
 #if LNV_HAVE_TORCH
@@ -70,6 +71,7 @@ std::vector<Graph> models_to_bench(const Options& st) {
   zoo::ArchOptions o;
   if (!st.model.empty()) {
     Graph g = load_model(st.model);
+    refuse_input_as_output("--json", st.json_path, st.model, g);
     if (st.seqs.empty()) {
       out.push_back(std::move(g));
       return out;

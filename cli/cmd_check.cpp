@@ -10,6 +10,7 @@
 
 #include "checkers/equivalence.h"
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -65,6 +66,9 @@ Action setup(CLI::App& sub) {
     if (st->engine == "torch") return run_torch(*st);
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_model(st->model);
+    refuse_input_as_output("--json", st->json, st->model, g);
+    // The original and a rewrite, each with its gradients in training mode.
+    refuse_exact_beyond_memory(g, st->model, st->opt.bits, 6);
     st->opt.mode = st->mode == "training" ? Mode::training : Mode::inference;
     st->opt.model_name = st->model;
     const report::CheckReport rep = check::check_model(g, st->opt);

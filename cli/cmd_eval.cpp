@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
 #include "core/file_io.h"
@@ -110,6 +111,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("--json", opt->json, "write outputs (and gradients) as JSON to this file");
   return [opt]() -> int {
     const Graph g = load_model(opt->model);
+    refuse_input_as_output("--json", opt->json, opt->model, g);
+    refuse_exact_beyond_memory(g, opt->model, opt->bits, opt->grad ? 3 : 1);
     if (opt->bits == 53) return run<double>(g, *opt, "double");
     eval::set_mpfr_bits(opt->bits);
     return run<eval::Mpfr>(g, *opt, std::to_string(eval::mpfr_bits()) + "-bit MPFR");

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
@@ -23,6 +24,7 @@ namespace lnv::cli {
 int run_fidelity(const FidelityArgs& a) {
   if (a.threads > 0) torch_engine::set_threads(a.threads);
   const Graph g = load_model(a.model);
+  refuse_input_as_output("--json", a.json, a.model, g);
   torch_engine::FidelityOptions opt;
   opt.mode = a.mode;
   opt.trials = a.trials;

@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -42,21 +43,8 @@ namespace fs = std::filesystem;
 // True when both paths name the same file (existing or not), through links and `..`.
 // Both are made absolute first: weakly_canonical leaves a relative path to a file that
 // does not exist relative, and it would never equal the absolute form of the same path.
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  return fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec);
-}
-
 constexpr int64_t kLargeParam = 65536;   // a param this large makes a side file worth it
 constexpr int64_t kMinFileNumel = 1024;  // smaller written-out params stay inline
-
-// The absolute, normalized path a `file` param of `g` reads.
-std::string param_file(const Graph& g, const Param& p) {
-  const fs::path f(p.file.path);
-  const fs::path base = fs::absolute(g.base_dir.empty() ? "." : g.base_dir);
-  return (f.is_absolute() ? f : base / f).lexically_normal().string();
-}
 
 // Whether the input's weights are all 32-bit or narrower floats (see the file comment).
 bool narrow_source(const Graph& g) {

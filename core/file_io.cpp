@@ -17,15 +17,25 @@
 namespace lnv {
 
 std::string read_file(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ModelError(path, "cannot read: is a directory");
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw ModelError(path, "cannot read: is a directory");
+  // A device never ends (/dev/zero); a FIFO (`<(cat model.json)`) does, and is read.
+  if (fs::is_character_file(st) || fs::is_block_file(st) || fs::is_socket(st))
+    throw ModelError(path, "cannot read: not a regular file (a device or socket)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ModelError(path, std::string("cannot open file: ") + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
+  std::string text;
+  std::vector<char> chunk(1 << 20);
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+    text.append(chunk.data(), size_t(in.gcount()));
+    if (text.size() > kMaxTextBytes)
+      throw ModelError(path, "cannot read: longer than " + std::to_string(kMaxTextBytes >> 30) +
+                                 " GiB (weights belong in a safetensors file)");
+  }
   if (in.bad()) throw ModelError(path, "error while reading the file");
-  return buf.str();
+  return text;
 }
 
 namespace {
@@ -181,6 +191,13 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   const fs::path target(path_);
+  // The new file is renamed over the target: that would replace a device or a FIFO by a
+  // regular file (as root, /dev/null itself).
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st))
+    throw ModelError(path_, "cannot write: not a regular file (a device, FIFO or socket); "
+                            "lnverify writes its outputs as regular files");
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string name = ".";
   name += target.filename().string();

@@ -9,7 +9,13 @@
 
 namespace lnv {
 
-// The file's bytes. Throws ModelError naming the path when it cannot be read.
+// The longest text read_file reads: a model.json holds structure (weights inline only
+// for small models); a file or FIFO longer than this is refused, not read until memory
+// runs out.
+constexpr size_t kMaxTextBytes = size_t(4) << 30;
+
+// The file's bytes. Throws ModelError naming the path when it cannot be read (a
+// directory, a device or socket, longer than kMaxTextBytes).
 std::string read_file(const std::string& path);
 
 // The deepest nesting of arrays and objects parse_json accepts. model.json needs five

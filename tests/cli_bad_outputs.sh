@@ -84,4 +84,27 @@ sed 's/"shape": \[/"shape": [18446744073709551616, /' "$ROOT/tests/golden/linear
 run "a dimension of 2^64" 2 "$LNV" audit "$T/big.json"
 has "a dimension of 2^64: too large" "shape/0: integer 1.8446744073709552e\+19 is too large"
 
+# --- every command's --json refuses its input model (it replaced it, exit 0) -------------
+for c in audit check eval; do
+  cp "$EX" "$T/in.json"
+  run "$c --json IN" 2 "$LNV" $c "$T/in.json" --json "$T/in.json"
+  has "$c --json IN: says so" "--json: '.*in.json' is the model being read"
+  cmp -s "$EX" "$T/in.json" && ok "$c --json IN: the input is unchanged" || bad "$c --json IN: the input changed"
+done
+
+# --- special files: a device is not read forever, a FIFO or device is not replaced -------
+run "audit /dev/zero" 2 "$LNV" audit /dev/zero
+has "audit /dev/zero: not a regular file" "/dev/zero: cannot read: not a regular file"
+run "audit of a FIFO holding the model" 0 "$LNV" audit <(cat "$EX")
+mkfifo "$T/fifo"
+run "eval --json FIFO" 2 "$LNV" eval "$EX" --json "$T/fifo"
+has "eval --json FIFO: names it" "fifo: cannot write: not a regular file"
+[ -p "$T/fifo" ] && ok "eval --json FIFO: the FIFO is still a FIFO" || bad "eval --json FIFO: replaced"
+
+# --- exact evaluation beyond memory is refused before GMP aborts the process --------------
+"$LNV" zoo gpt2 --layers 2 --hidden 64 --heads 4 --seq 16 --vocab 100 -o "$T/g2.json" > /dev/null
+run "eval --bits 2^20 --grad" 2 "$LNV" eval "$T/g2.json" --bits 1048576 --grad
+has "eval --bits 2^20: says how much memory" "exact evaluation at 1048576 bits needs about [0-9]+ GiB"
+run "eval at 256 bits still runs" 0 "$LNV" eval "$T/g2.json" --grad
+
 finish
