@@ -40,9 +40,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// True when both paths name the same file (existing or not), through links and `..`.
-// Both are made absolute first: weakly_canonical leaves a relative path to a file that
-// does not exist relative, and it would never equal the absolute form of the same path.
 constexpr int64_t kLargeParam = 65536;   // a param this large makes a side file worth it
 constexpr int64_t kMinFileNumel = 1024;  // smaller written-out params stay inline
 
@@ -109,11 +106,7 @@ Action setup(CLI::App& sub) {
     load.defer_file_values = true;
     Graph g = load_model(st->model, load);
     lap("load");
-    if (!st->json.empty())
-      for (const Param& p : g.params)
-        if (p.source == ParamSource::file && same_file(param_file(g, p), st->json))
-          throw ModelError(st->json, "the report would overwrite a weights file the input model "
-                                     "reads (param '" + p.name + "'); choose another --json path");
+    refuse_input_as_output("--json", st->json, st->model, g);
     const FoldPlan plan = detect_foldable(g, mode);
     lap("detect");
 

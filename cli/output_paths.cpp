@@ -11,6 +11,8 @@ namespace lnv::cli {
 namespace fs = std::filesystem;
 
 bool same_file(const std::string& a, const std::string& b) {
+  // Both made absolute first: weakly_canonical leaves a relative path to a file that does
+  // not exist relative, and it would never equal the absolute form of the same path.
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
   return fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec);

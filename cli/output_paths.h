@@ -1,6 +1,7 @@
-// Paths a command writes, checked against what it reads: an output never replaces the
-// model a command reads or a weights file the model points at (a report written over the
-// input model left it gone, exit 0).
+// Checks a command runs before its work: the paths it writes against what it reads (an
+// output never replaces the model a command reads or a weights file the model points at;
+// a report written over the input model left it gone, exit 0), and exact evaluation
+// against this machine's memory.
 #pragma once
 
 #include <string>

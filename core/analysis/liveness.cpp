@@ -112,10 +112,6 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
   const Trust trust{.lns = true, .distrusted = &distrusted, .consulted = blame};
   for (int32_t v : g_.order) {
     const Node& node = g_.nodes[v];
-    auto axes_mask = [&](int32_t x) {  // a norm's, center's or mean's axes
-      return analysis::mask_of(normalize_axes(g_.nodes[x].axes,
-                                              int64_t(g_.node_shapes[x].size()), g_.nodes[x].name));
-    };
     if (swapped[v]) {
       changed[v] = unzeroed[v] = distrusted[v] = 1;
     } else {
@@ -127,7 +123,7 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
       for (const ValueRef& r : g_.node_inputs[v])
         if (r.kind == ValueRef::Kind::node)
           input_unzeroed |= unzeroed[r.index] != 0 ||
-                            (node.op == Op::layer_norm && (zero_over[r.index] & ~axes_mask(v)) != 0);
+                            (node.op == Op::layer_norm && (zero_over[r.index] & ~norm_axes(v)) != 0);
       const bool broken_fold = node.op == Op::layer_norm && folded[v] && input_unzeroed;
       if (broken_fold) distrusted[v] = 1;
       zero[v] = structurally_zero(v, zero, trust);
@@ -150,8 +146,8 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
       Mask resets = 0;
       if (node.op == Op::center ||
           (node.op == Op::layer_norm && node.weight.empty() && node.bias.empty() && !broken_fold))
-        resets = axes_mask(v);
-      if (const int32_t m = own_mean_subtracted(v); m >= 0) resets = axes_mask(m);
+        resets = norm_axes(v);
+      if (const int32_t m = own_mean_subtracted(v); m >= 0) resets = norm_axes(m);
       if (centered[v]) {
         unzeroed[v] = 0;
         zero_over[v] = 0;
