@@ -145,14 +145,10 @@ class Reader {
   // value can be materialized and indexed).
   Shape shape(const json& j, const std::string& path) const {
     Shape s = integers(j, path);
-    int64_t elements = 1;
-    for (size_t i = 0; i < s.size(); ++i) {
+    for (size_t i = 0; i < s.size(); ++i)
       if (s[i] <= 0)
         fail(child(path, i), "expected a positive dimension, got " + std::to_string(s[i]));
-      if (s[i] > (int64_t{1} << 31) / elements)
-        fail(path, "shape " + excerpt(j) + " has more than 2^31 elements");
-      elements *= s[i];
-    }
+    if (!within_max_elements(s)) fail(path, "shape " + excerpt(j) + " has more than 2^31 elements");
     return s;
   }
 };
