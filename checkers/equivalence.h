@@ -1,5 +1,5 @@
 // The verdict-vs-truth oracle: the analysis' verdicts held to exact evaluation, in both
-// directions (DESIGN.md, "Verification").
+// directions (docs/spec/semantics.md, "Verification").
 //
 //   report::CheckReport check_model(const Graph& g, const CheckOptions& opt);
 //
@@ -8,7 +8,7 @@
 //                    centered: the outputs equal the original's on opt.trials random
 //                    inputs and dropout masks (trial k uses run seed opt.seed + k);
 //   (b)            — in training mode (a) and (d) also compare the gradients of the loss
-//                    of MODEL_FORMAT.md with respect to every original param and input;
+//                    of docs/spec/format.md with respect to every original param and input;
 //   (c) ln_tight   — each LN judged not foldable is force-folded every way the design
 //                    allows: each subset of its candidate terms — the analysis' candidates
 //                    (LnVerdict::terms) and, so that a term the analysis overlooked is

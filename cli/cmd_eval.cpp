@@ -2,7 +2,7 @@
 // [--json FILE]`: evaluates the model on the random inputs of the seed with the reference
 // evaluator (MPFR at N bits, default 256; `--bits 53` runs in double) and prints each
 // output's shape, leading values and L2 norm; with --grad also the loss of
-// MODEL_FORMAT.md and the L2 norm of its gradient for every param and float input.
+// docs/spec/format.md and the L2 norm of its gradient for every param and float input.
 #include <iomanip>
 #include <iostream>
 #include <sstream>

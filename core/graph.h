@@ -1,4 +1,4 @@
-// The in-memory model: MODEL_FORMAT.md v1 as typed C++ data.
+// The in-memory model: docs/spec/format.md v1 as typed C++ data.
 //
 // A Graph is built by the loader (core/model_json.h), by generators and builders, or by
 // the rewrite. `finalize()` validates it (names, references, arity, acyclicity, shapes,
@@ -113,7 +113,7 @@ struct ValueRef {
 
 class Graph {
  public:
-  // --- the model, as in MODEL_FORMAT.md ---
+  // --- the model, as in docs/spec/format.md ---
   std::string name;
   uint64_t seed = 0;
   nlohmann::json meta;  // null when absent
@@ -151,7 +151,7 @@ class Graph {
 // ModelError naming the node and what was expected.
 Shape infer_shape(const Graph& g, const Node& node, const std::vector<Shape>& input_shapes);
 
-// CBWC (MODEL_FORMAT.md, `cbwc`): the axis of a param attribute's own shape that indexes
+// CBWC (docs/spec/format.md, `cbwc`): the axis of a param attribute's own shape that indexes
 // the producer's output features — axis 0 of a linear/conv weight and bias, of an rnn's
 // weight_ih/weight_hh/bias and of an attention's wo/bo; axis 1 of an embedding table —
 // or -1 for an attribute CBWC leaves alone. Does not look at `cbwc` itself.

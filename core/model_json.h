@@ -1,4 +1,4 @@
-// model.json in and out: MODEL_FORMAT.md v1 <-> a finalized lnv::Graph.
+// model.json in and out: docs/spec/format.md v1 <-> a finalized lnv::Graph.
 //
 // Reading is strict: unknown fields (outside `meta`), attributes an op does not take,
 // values of the wrong JSON type, missing required fields, unknown ops and dtypes all throw
@@ -87,7 +87,7 @@ uint64_t param_fingerprint(const Param& p);
 void save_model(const Graph& g, const std::string& path, const SaveOptions& options = {});
 
 // The values of an `init` param: the SplitMix64 stream of `name` under `seed`, `count`
-// draws in row-major order (MODEL_FORMAT.md, "Random numbers").
+// draws in row-major order (docs/spec/format.md, "Random numbers").
 std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t seed,
                                 const std::string& name);
 

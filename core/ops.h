@@ -1,4 +1,4 @@
-// The op table: the one source of truth for every op of MODEL_FORMAT.md v1.
+// The op table: the one source of truth for every op of docs/spec/format.md v1.
 //
 // Each op's name, arity and JSON attributes live in kOpTable (ops.cpp), indexed by Op.
 // Shape rules, evaluation, gradients and the analysis' shift rules are `switch`es over Op

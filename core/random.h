@@ -1,4 +1,4 @@
-// The SplitMix64 streams of MODEL_FORMAT.md ("Random numbers"): init params, dropout
+// The SplitMix64 streams of docs/spec/format.md ("Random numbers"): init params, dropout
 // masks, random inputs and loss cotangents all come from here, so any implementation can
 // reproduce a model and a run.
 #pragma once

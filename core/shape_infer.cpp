@@ -1,4 +1,4 @@
-// Shape rules of every op of MODEL_FORMAT.md v1, and the attribute checks that belong to
+// Shape rules of every op of docs/spec/format.md v1, and the attribute checks that belong to
 // them (param shapes, conv geometry, axes, probabilities). Called by Graph::finalize()
 // for each node in topological order.
 //

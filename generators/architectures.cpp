@@ -96,7 +96,7 @@ class Builder {
     return name;
   }
 
-  // A normal(mean, init_std) param, values drawn as MODEL_FORMAT.md's `init` says.
+  // A normal(mean, init_std) param, values drawn as docs/spec/format.md's `init` says.
   std::string param(const std::string& name, Shape shape, double mean = 0.0) {
     Param p;
     p.name = name;

@@ -1,6 +1,6 @@
 // Builders of named architectures (the "zoo"): GPT-2, BERT, OPT, Phi, ViT, a Swin-like
 // windowed ViT, a ConvNeXt-like conv net and an RNN language model, as lnv::Graphs made
-// only of MODEL_FORMAT.md ops.
+// only of docs/spec/format.md ops.
 //
 // Defaults give the real sizes (GPT-2 small, BERT base, OPT-125m, Phi-1.5, ViT-B/16,
 // Swin-T, ConvNeXt-T, a 2-layer PTB-sized RNN LM); every size option can be overridden to

@@ -1,8 +1,8 @@
-// RapidCheck generators of random model graphs (DESIGN.md, "Verification").
+// RapidCheck generators of random model graphs (docs/spec/semantics.md, "Verification").
 //
 // A graph is built from a *recipe*: a few dimensions and a list of steps, each a kind and
 // eight small choices. The builder interprets the steps as a random walk over a pool of
-// values with tracked shapes, appending ops of every kind of MODEL_FORMAT.md v1. RapidCheck
+// values with tracked shapes, appending ops of every kind of docs/spec/format.md v1. RapidCheck
 // generates and shrinks the recipe (dropping steps, moving choices toward 0, i.e. toward
 // "the most recent value, the first variant"), so failing graphs shrink to small ones.
 //

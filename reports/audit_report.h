@@ -1,6 +1,6 @@
 // The audit report: every LayerNorm of a model with its verdict in both modes, the terms
 // its fold centers and, for a "no", the reason. JSON (`"format": "lnverify.report"`,
-// MODEL_FORMAT.md "Reports") and a text table.
+// docs/spec/format.md "Reports") and a text table.
 #pragma once
 
 #include <string>

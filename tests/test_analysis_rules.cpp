@@ -1,5 +1,5 @@
-// Focused tests of the analysis rules (DESIGN.md, "The semantics the detector must
-// implement"), each on a small graph built in code: the verdicts in both modes, what gets
+// Focused tests of the analysis rules (docs/spec/semantics.md, "Foldability"),
+// each on a small graph built in code: the verdicts in both modes, what gets
 // centered, and that a "no" names the node that breaks it.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The audit report: JSON fields of MODEL_FORMAT.md "Reports", the text table and summary,
+// The audit report: JSON fields of docs/spec/format.md "Reports", the text table and summary,
 // and the norm-cost estimate.
 #include <gtest/gtest.h>
 

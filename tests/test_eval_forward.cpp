@@ -38,7 +38,7 @@ void expect_near(const Vec& got, const Vec& want, double tol = 1e-12) {
 
 const Tensor<double>& out(const eval::Evaluation<double>& ev, size_t k = 0) { return ev.outputs[k]; }
 
-// An independent SplitMix64 / FNV-1a (MODEL_FORMAT.md, "Random numbers").
+// An independent SplitMix64 / FNV-1a (docs/spec/format.md, "Random numbers").
 struct RefStream {
   uint64_t state;
   RefStream(uint64_t seed, const std::string& name) {

@@ -1,5 +1,5 @@
 // The golden models: every tests/golden/*.json states in `meta.expect` the verdict a
-// person derived by hand from DESIGN.md for each of its LayerNorms (with the one-line
+// person derived by hand from docs/spec/semantics.md for each of its LayerNorms (with the one-line
 // argument in `meta.why`). This test holds detect_foldable to those verdicts in both modes,
 // then proves them by exact evaluation at 256 bits:
 //   - the rewrite of the plan agrees with the original model (outputs; gradients with

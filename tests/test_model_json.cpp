@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// --- an independent implementation of MODEL_FORMAT.md "Random numbers" ---
+// --- an independent implementation of docs/spec/format.md "Random numbers" ---
 struct ReferenceStream {
   uint64_t state;
   ReferenceStream(uint64_t seed, const std::string& name) {

@@ -1,5 +1,5 @@
 // The architecture zoo: every architecture builds at test size, round-trips through
-// model.json, and gets the verdicts derived by hand from DESIGN.md's rules (the comment
+// model.json, and gets the verdicts derived by hand from docs/spec/semantics.md's rules (the comment
 // before each expectation gives the derivation). Default sizes match the real models'
 // parameter counts.
 #include <gtest/gtest.h>
@@ -273,7 +273,7 @@ TEST(ZooLimits, RefuseNonFiniteFloatingOptions) {
   }
 }
 
-// --- verdicts, derived from DESIGN.md ---------------------------------------------------
+// --- verdicts, derived from docs/spec/semantics.md ---------------------------------------------------
 
 // GPT-2 (pre-norm): every LN's input mean is a sum of centerable terms — the token
 // embedding (rows centered; the tied LM head keeps a raw copy), the positional param, the

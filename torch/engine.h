@@ -1,7 +1,7 @@
 // The LibTorch engine: runs any finalized lnv::Graph in float32 or float64 on ATen, forward
 // and reverse mode, with the reference evaluator's semantics (core/eval/evaluator.h):
 // dropout masks from the same SplitMix64 streams, `cbwc` producers reading centered
-// weights, Param::center_axes, the loss L = sum_o sum_i o_i r_i of MODEL_FORMAT.md.
+// weights, Param::center_axes, the loss L = sum_o sum_i o_i r_i of docs/spec/format.md.
 //
 // No LibTorch type appears here (STYLE.md item 8): tensors cross this boundary as
 // lnv::Tensor<double>, so including this header costs nothing.

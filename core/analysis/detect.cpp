@@ -1,5 +1,5 @@
-// detect_foldable: the foldability analysis of DESIGN.md ("The semantics the detector must
-// implement"). The analyzer (analyzer.h; rules in mean_rules.cpp and safety.cpp) computes
+// detect_foldable: the foldability analysis of docs/spec/semantics.md ("Foldability").
+// The analyzer (analyzer.h; rules in mean_rules.cpp and safety.cpp) computes
 // mean forms and the safety of centering terms; this file turns them into verdicts, reasons
 // a person can read, and the plan: the terms to center and the LNs to swap.
 //
@@ -296,7 +296,7 @@ std::vector<CenterTerm> terms_of(Analyzer& an, const Form& f) {
 // accepted so far with it, so the last acceptance checks them all together): foldable if
 // the swaps still reach no output with the plan's folded LNs trusted only where nothing
 // swapped reaches them; otherwise "no", naming the folded
-// LNs it would break (the verdict is relative to the plan: docs/DECISIONS.md).
+// LNs it would break (the verdict is relative to the plan: docs/spec/decisions.md).
 void fold_dead_behind_lns(const Analyzer& an, int m, const std::vector<char>& centered,
                           const std::vector<int32_t>& ln_nodes, FoldPlan& plan) {
   const Graph& g = an.graph();

@@ -5,7 +5,7 @@
 //
 // detect_foldable decides, for every LayerNorm of g (every `layer_norm` node and the norm
 // inside every `rnn` that has one, named "<rnn>.norm"), whether it is foldable in each
-// mode (DESIGN.md, "The semantics the detector must implement"), and for `mode` which
+// mode (docs/spec/semantics.md, "Foldability"), and for `mode` which
 // terms to center so that every LN foldable in `mode` becomes an RMSNorm exactly.
 // apply_fold applies exactly what a plan says — no re-verification — so checkers can
 // also apply deliberately forced plans (tightness checks) and see them fail.
@@ -43,7 +43,7 @@ struct LnVerdict {
   std::array<std::string, 2> reason;               // why not, per mode ("" when foldable)
   std::array<std::vector<std::string>, 2> path;    // breaking node ... this LN, per mode
   // A "no" that holds only relative to the plan, per mode: swapped alone this LN changes no
-  // output, but not together with the folds of these LNs (docs/DECISIONS.md). Empty else.
+  // output, but not together with the folds of these LNs (docs/spec/decisions.md). Empty else.
   std::array<std::vector<std::string>, 2> conflicts;
   // The centerable terms surviving in the mean of the LN's input (producers and params).
   // When foldable these are exactly what gets centered for this LN; when not, these are

@@ -1,5 +1,5 @@
 // The reference evaluators: forward values and reverse-mode gradients of every op of
-// MODEL_FORMAT.md v1, templated on the scalar type and instantiated for `double` and
+// docs/spec/format.md v1, templated on the scalar type and instantiated for `double` and
 // `Mpfr` (Boost.Multiprecision, MPFR backend, precision chosen at run time).
 #pragma once
 
@@ -45,7 +45,7 @@ struct Gradients {
   std::vector<Tensor<T>> params;  // dL/d(stored param) (through cbwc / center_axes)
 };
 
-// Random inputs of a check (MODEL_FORMAT.md, "Random numbers").
+// Random inputs of a check (docs/spec/format.md, "Random numbers").
 template <class T>
 std::vector<Tensor<T>> random_inputs(const Graph& g, uint64_t seed);
 

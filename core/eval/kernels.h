@@ -432,7 +432,7 @@ T unary_derivative(Op op, const T& x, const T& y) {
 
 // ---------------------------------------------------------------- dropout
 
-// The kept elements of a training-mode dropout (MODEL_FORMAT.md): the stream of the
+// The kept elements of a training-mode dropout (docs/spec/format.md): the stream of the
 // node's name under the run's seed, element i kept iff its uniform >= p.
 inline std::vector<bool> dropout_mask(const std::string& node, uint64_t seed, int64_t n,
                                       double p) {
