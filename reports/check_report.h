@@ -1,7 +1,7 @@
 // The results of the verdict-vs-truth checks (checkers/equivalence.h) as plain structs,
 // with JSON (`"format": "lnverify.check"`) and a text summary.
 //
-// Three outcomes, never two (STYLE.md 5): a check *holds*, *fails* (the rewrite is wrong,
+// Three outcomes, never two (as Alive2 separates them): a check *holds*, *fails* (the rewrite is wrong,
 // or a "not foldable" verdict is not tight), or is *inconclusive* (the precision could not
 // separate a genuine difference from rounding, or a value was not finite).
 #pragma once

@@ -39,7 +39,7 @@ run "attention probabilities past 2^31 elements" 2 "$LNV" zoo gpt2 --layers 1 --
 has "the attention: names --seq and the node" "zoo/.*--seq 65536.*: the attention probabilities of node 'h.0.attn'"
 absent "the attention: no model written" "$T/a.json"
 
-# A billion blocks used to run until killed; `timeout` turns a hang into a failure.
+# A billion blocks must be refused before any work; `timeout` turns a hang into a failure.
 run "a billion layers" 2 timeout 60 "$LNV" zoo gpt2 --layers 1000000000 -o "$T/deep.json"
 has "a billion layers: names --layers and the limit" "zoo/--layers: expected from 1 to [0-9]+ blocks"
 absent "a billion layers: no model written" "$T/deep.json"

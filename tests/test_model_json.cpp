@@ -1,5 +1,5 @@
 // core/model_json: a model using every op, attribute and param source survives
-// load -> save -> load; init values follow MODEL_FORMAT's SplitMix64 streams (recomputed
+// load -> save -> load; init values follow the SplitMix64 streams of docs/spec/format.md (recomputed
 // here independently); defaults; and each malformed input is rejected with an error that
 // names the JSON path and the node or param.
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // dropout masks from the same SplitMix64 streams, `cbwc` producers reading centered
 // weights, Param::center_axes, the loss L = sum_o sum_i o_i r_i of docs/spec/format.md.
 //
-// No LibTorch type appears here (STYLE.md item 8): tensors cross this boundary as
+// No LibTorch type appears here (heavy dependencies stay behind their own target): tensors cross this boundary as
 // lnv::Tensor<double>, so including this header costs nothing.
 //
 //   Engine e(g, {Precision::f32});
