@@ -261,6 +261,10 @@ class Analyzer {
   bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const;
   bool zero_mean_within(const ValueRef& x, const Axes& axes, const Trust& trust,
                         int& budget) const;
+  bool zero_mean_through_matmul(int32_t v, const Axes& axes, const Trust& trust,
+                                int& budget) const;
+  bool zero_mean_through_mean(int32_t v, Mask b, const Trust& trust, int& budget) const;
+  bool zero_mean_through_reshape(int32_t v, Mask b, const Trust& trust, int& budget) const;
   // The keepdims mean m when v = sub(y, m) with m = mean(y, B), of y's shape (v is then
   // zero-mean over B whatever y is); -1 otherwise.
   int32_t own_mean_subtracted(int32_t v) const;
