@@ -347,7 +347,9 @@ class Analyzer {
   int transparent_operand(int32_t n) const;
   bool pointwise_conv(int32_t n) const;
   // The tag that qualifies what operand k of node n contributes through a transport.
-  static uint64_t tag_of(int32_t n, int k) { return (uint64_t(uint32_t(n)) << 8 | uint64_t(k)) + 1; }
+  static uint64_t tag_of(int32_t n, int k) {
+    return (uint64_t(uint32_t(n)) << 8 | uint64_t(k)) + 1;
+  }
   // Output axes m of node n in operand k's coordinates, its size-1 axes dropped.
   Mask operand_mask(int32_t n, int k, Mask m) const;
 
@@ -370,7 +372,27 @@ class Analyzer {
   ValueRef copy_root(ValueRef x, int64_t axis) const;
 
   // --- safety (safety.cpp) ---
+  // The keys the routes of v's deviation (constant along u) reach, or where it breaks.
   Expansion expand(int32_t v, Mask u);
+  void break_at_output(Expansion& ex, int32_t c) const;
+  // Follows the route into use (c, k) of a value whose deviation is constant along u:
+  // c's successor joins ex.children, or ex breaks at c (false).
+  bool follow(Expansion& ex, int32_t c, int k, Mask u);
+  // The concats that take v's deviation as one route, and those followed so far.
+  struct Bundles {
+    std::vector<int32_t> concats, followed;
+    bool has(int32_t c) const {
+      return std::find(concats.begin(), concats.end(), c) != concats.end();
+    }
+    bool followed_already(int32_t c) const {
+      return std::find(followed.begin(), followed.end(), c) != followed.end();
+    }
+  };
+  std::vector<int32_t> same_shift_concats(int32_t v, Mask u);
+  void follow_bundle(Expansion& ex, Bundles& bundles, int32_t c, Mask u) const;
+  // The routes from v into its use (c, k), taken together where they cancel or land
+  // alike on a bundled concat; false once ex breaks.
+  bool expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, int32_t c, int k);
   // The region through which v's deviation δ (constant along u) cancels, taken together:
   // the add / sub / scale / identity nodes reached from v or another member through an
   // operand of their own shape, and the keepdims means and maxes of members over axes
@@ -388,6 +410,8 @@ class Analyzer {
     bool has(int32_t c) const { return std::find(nodes.begin(), nodes.end(), c) != nodes.end(); }
   };
   CancelRegion cancelling_region(int32_t v, Mask u) const;
+  // v's routes through a region where its deviation cancels, taken together.
+  void expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegion& reg);
   static constexpr size_t kMaxCancelRegion = 32;
   // Whether m is a keepdims mean or max of v over axes along which a deviation of v
   // constant along u is constant: m passes it unchanged, so subtracting m from v cancels it.

@@ -66,58 +66,71 @@ Safety Analyzer::injected_safety(int32_t c, int k, Mask u) {
 
 Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   Expansion ex;
-  auto break_at_output = [&](int32_t c) {
-    ex.immediate.ok = false;
-    ex.immediate.break_node = c;
-    ex.immediate.kind = BreakKind::output;
-  };
   if (!live_[v]) return ex;
   if (is_output_[v]) {
-    break_at_output(v);
+    break_at_output(ex, v);
     return ex;
   }
-  auto follow = [&](int32_t c, int k, Mask uu) -> bool {
-    // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
-    if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
-    EdgeResult e = edge(c, k, uu);
-    if (e.kind == EdgeResult::absorb) return true;
-    if (e.kind == EdgeResult::brk) {
-      ex.immediate.ok = false;
-      ex.immediate.break_node = c;
-      ex.immediate.kind = e.why;
-      return false;
-    }
-    ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
-    return true;
-  };
   // v's deviation through a region where it cancels (cancelling_region): taken together.
   if (const CancelRegion reg = cancelling_region(v, u); !reg.nodes.empty()) {
-    for (auto [c, k] : uses_[v])
-      if (!reg.has(c) && !follow(c, k, u)) return ex;
-    for (size_t i = 0; i < reg.nodes.size(); ++i) {
-      const int32_t x = reg.nodes[i];
-      if (reg.coef[i] == 0.0 || !live_[x]) continue;
-      if (is_output_[x]) {
-        break_at_output(x);
-        return ex;
-      }
-      const Mask ux = canon_u(x, u);
-      for (auto [c, k] : uses_[x])
-        if (!reg.has(c) && !follow(c, k, ux)) return ex;
-    }
+    expand_region(ex, v, u, reg);
     return ex;
   }
-  // Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
-  // a sum/difference with v in the + slot): the routes from v into their parts together
-  // put the same constant shift on every part, so they are followed as one route into
-  // the concat. The other operands of those sums, and the parts' other uses, keep their own
-  // routes (deviations are linear, so this only regroups routes).
-  std::vector<int32_t> bundles, followed;
-  auto has = [](const std::vector<int32_t>& xs, int32_t x) {
-    return std::find(xs.begin(), xs.end(), x) != xs.end();
-  };
+  Bundles bundles;
+  bundles.concats = same_shift_concats(v, u);
+  for (auto [c, k] : uses_[v])
+    if (!expand_use(ex, bundles, v, u, c, k)) return ex;
+  return ex;
+}
+
+void Analyzer::break_at_output(Expansion& ex, int32_t c) const {
+  ex.immediate.ok = false;
+  ex.immediate.break_node = c;
+  ex.immediate.kind = BreakKind::output;
+}
+
+bool Analyzer::follow(Expansion& ex, int32_t c, int k, Mask u) {
+  // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
+  if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
+  EdgeResult e = edge(c, k, u);
+  if (e.kind == EdgeResult::absorb) return true;
+  if (e.kind == EdgeResult::brk) {
+    ex.immediate.ok = false;
+    ex.immediate.break_node = c;
+    ex.immediate.kind = e.why;
+    return false;
+  }
+  ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
+  return true;
+}
+
+void Analyzer::expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegion& reg) {
+  for (auto [c, k] : uses_[v])
+    if (!reg.has(c) && !follow(ex, c, k, u)) return;
+  for (size_t i = 0; i < reg.nodes.size(); ++i) {
+    const int32_t x = reg.nodes[i];
+    if (reg.coef[i] == 0.0 || !live_[x]) continue;
+    if (is_output_[x]) {
+      break_at_output(ex, x);
+      return;
+    }
+    const Mask ux = canon_u(x, u);
+    for (auto [c, k] : uses_[x])
+      if (!reg.has(c) && !follow(ex, c, k, ux)) return;
+  }
+}
+
+// Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
+// a sum/difference with v in the + slot): the routes from v into their parts together
+// put the same constant shift on every part, so they are followed as one route into
+// the concat. The other operands of those sums, and the parts' other uses, keep their own
+// routes (deviations are linear, so this only regroups routes).
+std::vector<int32_t> Analyzer::same_shift_concats(int32_t v, Mask u) {
+  std::vector<int32_t> concats;
   auto consider = [&](int32_t c) {
-    if (!has(bundles, c) && same_shift_concat(c, v, u)) bundles.push_back(c);
+    if (std::find(concats.begin(), concats.end(), c) == concats.end() &&
+        same_shift_concat(c, v, u))
+      concats.push_back(c);
   };
   for (auto [c, k] : uses_[v]) {
     if (g_.nodes[c].op == Op::concat) consider(c);
@@ -125,80 +138,81 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       for (auto [c2, k2] : uses_[c])
         if (g_.nodes[c2].op == Op::concat) consider(c2);
   }
-  auto follow_bundle = [&](int32_t c) {
-    if (has(followed, c)) return;
-    followed.push_back(c);
-    if (live_[c]) ex.children.push_back({{c, canon_u(c, u)}, false});
-  };
-  for (auto [c, k] : uses_[v]) {
-    if (!bundles.empty()) {
-      if (has(bundles, c)) {
-        follow_bundle(c);
-        continue;
-      }
-      bool feeds_bundle = false;
-      if (carrier_slot(c, v, u) == k)
-        for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || has(bundles, c2);
-      if (feeds_bundle) {
-        if (!live_[c]) continue;
-        if (is_output_[c]) {
-          break_at_output(c);
-          return ex;
-        }
-        const Mask up = canon_u(c, edge(c, k, u).u);
-        for (auto [c2, k2] : uses_[c]) {
-          if (has(bundles, c2)) {
-            follow_bundle(c2);
-            continue;
-          }
-          if (!follow(c2, k2, up)) return ex;
-        }
-        continue;
-      }
+  return concats;
+}
+
+void Analyzer::follow_bundle(Expansion& ex, Bundles& bundles, int32_t c, Mask u) const {
+  if (bundles.followed_already(c)) return;
+  bundles.followed.push_back(c);
+  if (live_[c]) ex.children.push_back({{c, canon_u(c, u)}, false});
+}
+
+bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, int32_t c, int k) {
+  if (!bundles.concats.empty()) {
+    if (bundles.has(c)) {
+      follow_bundle(ex, bundles, c, u);
+      return true;
     }
-    if (is_mean_of(c, v, u) && live_[c]) {
-      // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+    bool feeds_bundle = false;
+    if (carrier_slot(c, v, u) == k)
+      for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || bundles.has(c2);
+    if (feeds_bundle) {
+      // A carrier of v into a bundled concat: the concat is one route, its other uses
+      // go on.
+      if (!live_[c]) return true;
       if (is_output_[c]) {
-        break_at_output(c);
-        return ex;
+        break_at_output(ex, c);
+        return false;
       }
-      const Mask um = canon_u(c, edge(c, 0, u).u);
+      const Mask up = canon_u(c, edge(c, k, u).u);
       for (auto [c2, k2] : uses_[c]) {
-        if (cancels_with_mean(c2, v, u)) continue;
-        if (has(bundles, c2)) {
-          follow_bundle(c2);
+        if (bundles.has(c2)) {
+          follow_bundle(ex, bundles, c2, u);
           continue;
         }
-        if (!follow(c2, k2, um)) return ex;
+        if (!follow(ex, c2, k2, up)) return false;
       }
-      continue;
+      return true;
     }
-    // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
-    // constant along u and B. A center of v keeps its other uses' routes.
-    if (const int32_t cn = center_partner(c, v); cn >= 0) {
-      if (!follow(c, k, u | norm_axes(cn))) return ex;
-      continue;
+  }
+  if (is_mean_of(c, v, u) && live_[c]) {
+    // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+    if (is_output_[c]) {
+      break_at_output(ex, c);
+      return false;
     }
-    if (g_.nodes[c].op == Op::center) {
-      bool paired = false;
-      for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
-      if (paired) {
-        if (!live_[c]) continue;
-        const EdgeResult e = edge(c, k, u);
-        if (e.kind == EdgeResult::absorb) continue;  // the center's output is unchanged
-        if (is_output_[c]) {
-          break_at_output(c);
-          return ex;
-        }
-        const Mask uc = canon_u(c, e.u);
-        for (auto [c2, k2] : uses_[c])
-          if (center_partner(c2, v) != c && !follow(c2, k2, uc)) return ex;
+    const Mask um = canon_u(c, edge(c, 0, u).u);
+    for (auto [c2, k2] : uses_[c]) {
+      if (cancels_with_mean(c2, v, u)) continue;
+      if (bundles.has(c2)) {
+        follow_bundle(ex, bundles, c2, u);
         continue;
       }
+      if (!follow(ex, c2, k2, um)) return false;
     }
-    if (!follow(c, k, u)) return ex;
+    return true;
   }
-  return ex;
+  // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
+  // constant along u and B. A center of v keeps its other uses' routes.
+  if (const int32_t cn = center_partner(c, v); cn >= 0) return follow(ex, c, k, u | norm_axes(cn));
+  if (g_.nodes[c].op == Op::center) {
+    bool paired = false;
+    for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
+    if (paired) {
+      if (!live_[c]) return true;
+      const EdgeResult e = edge(c, k, u);
+      if (e.kind == EdgeResult::absorb) return true;  // the center's output is unchanged
+      if (is_output_[c]) {
+        break_at_output(ex, c);
+        return false;
+      }
+      const Mask uc = canon_u(c, e.u);
+      for (auto [c2, k2] : uses_[c])
+        if (center_partner(c2, v) != c && !follow(ex, c2, k2, uc)) return false;
+      return true;
+    }
+  }
+  return follow(ex, c, k, u);
 }
 
 Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
