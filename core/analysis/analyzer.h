@@ -2,19 +2,22 @@
 // declaration of the Analyzer, which holds, per graph and mode, what the readings of the
 // graph decide (docs/spec/semantics.md):
 //
-//   analyzer.cpp        the constructor: both readings of "zero", "uniform" and "live"
+//   analyzer.cpp          the constructor: both readings of "zero", "uniform" and "live"
 //   structural_zeros.cpp  values that are zero whatever the inputs
-//   zero_means.cpp      values zero-mean by construction over some axes ("Terms")
-//   sum_forms.cpp       sums as exact combinations of atoms
-//   uniform_axes.cpp    the axes along which a value is the same everywhere ("Constant axes")
-//   constant_means.cpp  outputs and means that do not depend on a node's input
-//   liveness.cpp        which values a graph output depends on; the swap check of dead folds
-//   terms.cpp           the producer and param terms a fold may center ("Terms")
-//   mean_forms.cpp      mean forms, memoized per (value, axes) ("Means")
-//   mean_rules.cpp      the per-op-family rules for means ("Op rules")
-//   deviation_rules.cpp the per-op-family rules for deviations: pass, absorb, break
-//                       ("Op rules", "Absorption")
-//   safety.cpp          whether a term's deviation dies before every output ("Safety")
+//   zero_means.cpp        values zero-mean by construction over some axes ("Terms")
+//   sum_forms.cpp         sums as exact combinations of atoms
+//   uniform_axes.cpp      the axes along which a value is the same everywhere ("Constant axes")
+//   constant_means.cpp    outputs and means that do not depend on a node's input
+//   liveness.cpp          which values a graph output depends on; the swap check of dead folds
+//   terms.cpp             the producer and param terms a fold may center ("Terms")
+//   mean_forms.cpp        mean forms, memoized per (value, axes) ("Means")
+//   mean_rules.cpp        the per-op-family rules for means ("Op rules")
+//   deviation_rules.cpp   the per-op-family rules for deviations: pass, absorb, break
+//                         ("Op rules", "Absorption")
+//   safety.cpp            whether a term's deviation dies before every output ("Safety")
+//
+// memo_walk.h holds the memoized walk of mean forms and safety; producers.h the producer
+// rule the analysis and the check share ("Producers").
 //
 // Internal to core/analysis: only the files above and detect.cpp include it.
 #pragma once

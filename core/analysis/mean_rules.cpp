@@ -45,6 +45,8 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return scale_mean(n, a);
     case Op::dropout:
       return dropout_mean(n, a);
+    // Unary nonlinearities, softmax and the rnn are not linear in their input: their
+    // output is an atom no centering removes.
     case Op::relu:
     case Op::gelu:
     case Op::tanh:
