@@ -1,3 +1,6 @@
+// The verdict-vs-truth checks of equivalence.h (docs/spec/semantics.md, "Verification"):
+// the rounding bound, the forced folds tried against each "no" (their producers chosen by
+// the analysis' own producer rule, core/analysis/producers.h), and the exact comparisons.
 #include "checkers/equivalence.h"
 
 #include <algorithm>
@@ -6,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
 #include "core/random.h"
@@ -38,28 +42,6 @@ double rounding_bound(const Graph& g, unsigned bits, double scale) {
                                                     static_cast<int>(std::ceil(log2_amplification)));
 }
 
-namespace {
-
-bool is_centerable_producer(const Graph& g, int i) {
-  const Node& n = g.nodes[i];
-  switch (n.op) {
-    case Op::linear:
-    case Op::embedding:
-    case Op::rnn:
-    case Op::attention: return true;
-    case Op::conv1d:
-    case Op::conv2d: return n.groups == 1;
-    case Op::matmul: {
-      const bool a = g.node_inputs[i][0].kind == ValueRef::Kind::param;
-      const bool b = g.node_inputs[i][1].kind == ValueRef::Kind::param;
-      return a != b;
-    }
-    default: return false;
-  }
-}
-
-}  // namespace
-
 std::vector<CenterTerm> forced_candidates(const Graph& g, const LnVerdict& v) {
   std::vector<CenterTerm> out = v.terms;
   const int ln = g.node_index(v.node);
@@ -76,7 +58,7 @@ std::vector<CenterTerm> forced_candidates(const Graph& g, const LnVerdict& v) {
   }
   std::sort(upstream.begin(), upstream.end());
   for (int k : upstream) {
-    if (!is_centerable_producer(g, k)) continue;
+    if (!analysis::is_centerable_producer(g, k)) continue;
     CenterTerm t;
     t.kind = CenterTerm::Kind::producer;
     t.node = g.nodes[k].name;

@@ -12,8 +12,10 @@
 //   (c) ln_tight   — each LN judged not foldable is force-folded every way the design
 //                    allows: each subset of its candidate terms — the analysis' candidates
 //                    (LnVerdict::terms) and, so that a term the analysis overlooked is
-//                    tried too, every producer upstream of the LN (linear, matmul with one
-//                    param operand, embedding, groups = 1 conv, rnn, attention) — centered
+//                    tried too, every producer upstream of the LN that the analysis'
+//                    producer rule accepts (analysis::is_centerable_producer: linear,
+//                    matmul with one param operand, embedding, groups = 1 conv, rnn,
+//                    attention) — centered
 //                    (all 2^n subsets
 //                    when n <= 6; otherwise the empty and full sets, every singleton and
 //                    every complement of one, then random subsets, up to

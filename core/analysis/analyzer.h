@@ -1,24 +1,33 @@
-// The analyzer behind detect_foldable (core/analysis/detect.cpp): its bookkeeping types
-// and the Analyzer, which holds per graph and mode
+// The analyzer behind detect_foldable (detect.cpp): its bookkeeping types and the
+// declaration of the Analyzer, which holds, per graph and mode, what the readings of the
+// graph decide (docs/spec/semantics.md):
 //
-//  * the readings of "zero" and "live" (structural zeros, dead values, the LayerNorms whose
-//    zero-mean output each reading trusts) and the swap check of dead folds;
-//  * mean forms (forward, on demand, memoized per (value, axes)): the mean of a value over
-//    a set of its axes as a sparse linear combination of atoms (mean_form.h), built by the
-//    per-op rules in mean_rules.cpp;
-//  * deviation safety (forward from each term, memoized per (value, constant axes U)),
-//    built by the edge rules in safety.cpp: centering a term adds a deviation δ constant
-//    along U; it must be absorbed or cancelled before every graph output, along every path.
+//   analyzer.cpp          the constructor: both readings of "zero", "uniform" and "live"
+//   structural_zeros.cpp  values that are zero whatever the inputs
+//   zero_means.cpp        values zero-mean by construction over some axes ("Terms")
+//   sum_forms.cpp         sums as exact combinations of atoms
+//   uniform_axes.cpp      the axes along which a value is the same everywhere ("Constant axes")
+//   constant_means.cpp    outputs and means that do not depend on a node's input
+//   liveness.cpp          which values a graph output depends on; the swap check of dead folds
+//   terms.cpp             the producer and param terms a fold may center ("Terms")
+//   mean_forms.cpp        mean forms, memoized per (value, axes) ("Means")
+//   mean_rules.cpp        the per-op-family rules for means ("Op rules")
+//   deviation_rules.cpp   the per-op-family rules for deviations: pass, absorb, break
+//                         ("Op rules", "Absorption")
+//   safety.cpp            whether a term's deviation dies before every output ("Safety")
 //
-// Internal to core/analysis: only detect.cpp, mean_rules.cpp and safety.cpp include it.
+// memo_walk.h holds the memoized walk of mean forms and safety; producers.h the producer
+// rule the analysis and the check share ("Producers").
+//
+// Internal to core/analysis: only the files above and detect.cpp include it.
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <optional>
-#include <set>
-#include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/analysis/axes_mask.h"
@@ -33,6 +42,8 @@ struct KeyHash {
     return std::hash<uint64_t>()(k.second * 0x9E3779B97F4A7C15ull ^ uint64_t(k.first));
   }
 };
+// A value and a set of its axes: the axes averaged (mean forms) or the axes a deviation is
+// constant along (safety).
 using Key = std::pair<int32_t, Mask>;
 
 // Why a deviation stops being harmless at a node.
@@ -87,13 +98,15 @@ struct Term {
   bool pending = false;  // its safety is being computed
 };
 
+// What a consumer does with a deviation entering by one operand (deviation_rules.cpp).
 struct EdgeResult {
   enum Kind { absorb, pass, brk } kind = pass;
-  Mask u = 0;
+  Mask u = 0;  // pass: the output axes the deviation stays constant along
   BreakKind why = BreakKind::output;
-  bool dropped = false;
+  bool dropped = false;  // pass: some axis of the operand's u was lost
 };
 
+// One operand's contribution to a mean form (mean_rules.cpp).
 struct Part {
   int k = 0;             // operand index
   Mask mask = 0;         // axes in the operand's coordinates
@@ -102,6 +115,7 @@ struct Part {
   int32_t issue = -1;    // turn terms into bad terms explained by this issue
 };
 
+// A node's mean over some axes, in terms of its operands' means (mean_rules.cpp).
 struct Rule {
   std::optional<Entry> leaf;  // an atom (no parts)
   bool zero = false;          // the mean vanishes by construction
@@ -122,21 +136,14 @@ struct Trust {
 
 // The axes of a conv's output along which it keeps a value constant when its input is
 // constant along them: the batch axis, and each spatial axis without padding (a window
-// that reaches into the padding sees zeros). Output rank `rank`.
-inline Mask conv_constant_axes(const Node& conv, size_t rank) {
-  Mask m = analysis::bit(0);
-  for (size_t s = 2; s < rank; ++s) {
-    const int64_t pad = conv.padding.size() == 1 ? conv.padding[0] : conv.padding[s - 2];
-    if (pad == 0) m |= analysis::bit(int64_t(s));
-  }
-  return m;
-}
+// that reaches into the padding sees zeros). Output rank `rank`. (deviation_rules.cpp)
+Mask conv_constant_axes(const Node& conv, size_t rank);
 
 // Sums, differences, scales and identities of values of one shape as linear combinations
 // of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
 // result's shape stays one atom, its broadcast fixed by the shapes) with exact
 // coefficients, so `(a + c) - a` is `c`. A combination of more than kMaxAtoms atoms is not
-// kept (the node is then an atom itself). Filled in topological order.
+// kept (the node is then an atom itself). Filled in topological order. (sum_forms.cpp)
 struct SumForms {
   using Atom = ValueRef;
   static constexpr size_t kMaxAtoms = 8;
@@ -148,6 +155,8 @@ struct SumForms {
 
 class Analyzer {
  public:
+  // Builds both readings of "zero", "uniform" and "live" (analyzer.cpp). Throws ModelError
+  // for a tensor of rank above 63 (axis sets are 64-bit masks).
   Analyzer(const Graph& g, Mode mode);
 
   const Graph& graph() const { return g_; }
@@ -158,15 +167,11 @@ class Analyzer {
   bool live(int32_t v) const { return live_[v]; }
   // Whether swapping LN v itself could change an output (see the constructor).
   bool live_strict(int32_t v) const { return live_strict_[v]; }
+  // Whether some term's safety was read while still being computed: verdicts then re-check
+  // every term's final safety.
+  bool stale() const { return stale_; }
 
-  bool trusts(const Trust& t, int32_t ln) const {
-    if (!t.lns) return false;
-    if (t.distrusted && (*t.distrusted)[ln]) {
-      if (t.consulted) t.consulted->push_back(ln);
-      return false;
-    }
-    return true;
-  }
+  bool trusts(const Trust& t, int32_t ln) const;
 
   // Which nodes a graph output depends on when sums are expanded (`sums`, built on `zero`):
   // `sub(a, add(a, c))` does not depend on `a`. Only atoms' entries are meaningful.
@@ -184,121 +189,23 @@ class Analyzer {
   bool swap_reaches_output(const std::vector<char>& swapped, const std::vector<char>& folded,
                            const std::vector<char>& centered, std::vector<int32_t>* blame) const;
 
-  bool stale() const { return stale_; }
-
   // The mean over `mask` (axes of the operand) of operand k of node n.
-  Form operand_mean(int32_t n, int k, Mask mask) {
-    const ValueRef& r = g_.node_inputs[n][k];
-    mask &= ~analysis::size1_mask(g_.shape_of(r));
-    if (r.kind == ValueRef::Kind::node) return node_mean(r.index, mask);
-    if (r.kind == ValueRef::Kind::input) {
-      Entry e;
-      e.atom = atom_of_input(r.index);
-      e.mask = mask;
-      e.coeff = 1.0;
-      e.status = EntryStatus::opaque;
-      e.issue = add_issue({IssueKind::graph_input, -1, r.index, 0, 0});
-      return pool_.leaf(e);
-    }
-    return param_term_leaf(n, k, mask);
-  }
+  Form operand_mean(int32_t n, int k, Mask mask);
+  // The mean of node v over `mask`, memoized per (v, mask).
+  Form node_mean(int32_t v, Mask mask);
 
-  Form node_mean(int32_t v, Mask mask) {
-    mask &= ~analysis::size1_mask(g_.node_shapes[v]);
-    auto found = means_.find({v, mask});
-    if (found != means_.end()) return found->second;
-    std::vector<Key> stack{{v, mask}};
-    while (!stack.empty()) {
-      const Key key = stack.back();
-      if (means_.count(key)) {
-        stack.pop_back();
-        continue;
-      }
-      Rule rule = mean_rule(key.first, key.second);
-      bool ready = true;
-      for (const Part& p : rule.parts) {
-        const ValueRef& r = g_.node_inputs[key.first][p.k];
-        if (r.kind != ValueRef::Kind::node) continue;
-        const Key child{r.index, p.mask & ~analysis::size1_mask(g_.node_shapes[r.index])};
-        if (!means_.count(child)) {
-          stack.push_back(child);
-          ready = false;
-        }
-      }
-      if (!ready) continue;
-      stack.pop_back();
-      means_.emplace(key, combine(key.first, rule));
-    }
-    return means_.at({v, mask});
-  }
-
-  // Safety of a deviation constant along U at the output of node v.
-  const Safety& safety(int32_t v, Mask u) {
-    u = canon_u(v, u);
-    std::vector<Key> stack{{v, u}};
-    while (!stack.empty()) {
-      const Key key = stack.back();
-      if (safe_.count(key)) {
-        stack.pop_back();
-        continue;
-      }
-      Expansion ex = expand(key.first, key.second);
-      if (!ex.immediate.ok) {
-        safe_.emplace(key, ex.immediate);
-        stack.pop_back();
-        continue;
-      }
-      bool ready = true;
-      for (const auto& [child, dropped] : ex.children)
-        if (!safe_.count(child)) {
-          stack.push_back(child);
-          ready = false;
-        }
-      if (!ready) continue;
-      stack.pop_back();
-      Safety s;
-      for (const auto& [child, dropped] : ex.children) {
-        const Safety& cs = safe_.at(child);
-        if (!cs.ok) {
-          s = cs;
-          s.next = child;
-          s.next_dropped = dropped;
-          break;
-        }
-      }
-      safe_.emplace(key, s);
-    }
-    return safe_.at({v, u});
-  }
-
-  const Safety* safety_of(const Key& k) const {
-    auto it = safe_.find(k);
-    return it == safe_.end() ? nullptr : &it->second;
-  }
-
+  // Safety of a deviation constant along U at the output of node v, memoized per (v, U).
+  const Safety& safety(int32_t v, Mask u);
+  // The safety memoized for a key, or nullptr.
+  const Safety* safety_of(const Key& k) const;
   // The deviation of a param term entering node c by operand k (or the norm's bias slot,
   // k = -1) constant along u (operand coordinates; output coordinates for k = -1).
-  Safety injected_safety(int32_t c, int k, Mask u) {
-    if (k < 0) return safety(c, u);
-    EdgeResult e = edge(c, k, u);
-    Safety s;
-    if (e.kind == EdgeResult::absorb || !live_[c]) return s;
-    if (e.kind == EdgeResult::brk) {
-      s.ok = false;
-      s.break_node = c;
-      s.kind = e.why;
-      return s;
-    }
-    const Safety& cs = safety(c, e.u);
-    if (cs.ok) return s;
-    s = cs;
-    s.next = {c, canon_u(c, e.u)};
-    s.next_dropped = e.dropped;
-    return s;
-  }
-
+  Safety injected_safety(int32_t c, int k, Mask u);
+  // u with v's size-1 axes added (a deviation is constant along them anyway).
   Mask canon_u(int32_t v, Mask u) const { return u | analysis::size1_mask(g_.node_shapes[v]); }
 
+  // What node c does with a deviation constant along u (operand coordinates) entering by
+  // operand k.
   EdgeResult edge(int32_t c, int k, Mask u);
 
  private:
@@ -316,87 +223,65 @@ class Analyzer {
   // The strict reading's sum forms: identities no rewrite changes (the safety pass reads
   // them to cancel a deviation between routes through sums).
   SumForms strict_sums_{0};
+  std::unordered_map<Key, Form, KeyHash> means_;
+  std::unordered_map<Key, Safety, KeyHash> safe_;
+  std::vector<Term> terms_;
+  std::vector<Issue> issues_;
+  std::unordered_map<int32_t, int32_t> producer_terms_;
+  std::map<std::tuple<int32_t, int, Mask>, int32_t> param_terms_;
+  std::map<std::pair<int32_t, int>, int32_t> param_atoms_;
+  bool stale_ = false;
 
-  // Concats along `axis` of copies of one value carry that value's deviation everywhere
-  // when it is constant along the axis: the value they copy.
-  ValueRef copy_root(ValueRef x, int64_t axis) const {
-    x = alias(x);
-    while (x.kind == ValueRef::Kind::node && g_.nodes[x.index].op == Op::concat) {
-      const Node& n = g_.nodes[x.index];
-      const int64_t R = int64_t(g_.node_shapes[x.index].size());
-      if (normalize_axis(n.axis, R, n.name) != axis) break;
-      const auto& in = g_.node_inputs[x.index];
-      const ValueRef first = copy_root(in[0], axis);
-      for (const ValueRef& y : in)
-        if (!(copy_root(y, axis) == first)) return x;
-      x = first;
-    }
-    return x;
+  // --- small helpers shared by every file ---
+  const Shape& in_shape(int32_t n, int k) const { return g_.shape_of(g_.node_inputs[n][k]); }
+  const Shape& out_shape(int32_t n) const { return g_.node_shapes[n]; }
+  bool input_is_param(int32_t n, int k) const {
+    return g_.node_inputs[n][k].kind == ValueRef::Kind::param;
   }
+  Mask norm_axes(int32_t n) const {
+    return analysis::mask_of(normalize_axes(g_.nodes[n].axes, int64_t(out_shape(n).size()),
+                                            g_.nodes[n].name));
+  }
+  // The value a ref equals by construction: through identities (an inference dropout, a
+  // dropout with p = 0, a scale by 1).
+  ValueRef alias(ValueRef r) const;
 
+  // --- readings (analyzer.cpp, liveness.cpp) ---
+  // Live in one reading: some graph output depends on the node, not only through constant
+  // means of it or through nodes that ignore their inputs.
+  std::vector<bool> live_in_reading(const std::vector<bool>& zero, const Trust& trust) const;
+
+  // --- structural zeros and zero means (structural_zeros.cpp, zero_means.cpp) ---
+  // Whether node v is identically zero whatever the inputs and (generic) params:
+  // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
+  bool structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const;
   // Whether x is zero-mean over `axes` by construction (the local patterns: a norm without
-  // affine or a center over some of them, a producer already centered over them).
-  // (Through identities and sums of zero-mean operands, visiting at most kZeroMeanVisits
-  // nodes per question: a DAG of sums that reuse their operands has exponentially many
-  // paths.)
+  // affine or a center over some of them, a producer already centered over them), through
+  // identities, sums of zero-mean operands and linear maps along other axes, visiting at
+  // most kZeroMeanVisits nodes per question (a DAG of sums that reuse their operands has
+  // exponentially many paths).
   static constexpr int kZeroMeanVisits = 64;
-  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const {
-    int budget = kZeroMeanVisits;
-    return zero_mean_within(x, axes, trust, budget);
-  }
-  // The keepdims mean m when v = sub(y, m) with m = mean(y, B), of y's shape (v is then
-  // zero-mean over B whatever y is); -1 otherwise.
-  int32_t own_mean_subtracted(int32_t v) const {
-    if (g_.nodes[v].op != Op::sub) return -1;
-    const ValueRef& y = g_.node_inputs[v][0];
-    const ValueRef& m = g_.node_inputs[v][1];
-    if (m.kind != ValueRef::Kind::node || g_.nodes[m.index].op != Op::mean ||
-        !g_.nodes[m.index].keepdims || !(g_.node_inputs[m.index][0] == y) ||
-        !(g_.node_shapes[v] == g_.shape_of(y)))
-      return -1;
-    return m.index;
-  }
+  bool zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& trust) const;
   bool zero_mean_within(const ValueRef& x, const Axes& axes, const Trust& trust,
                         int& budget) const;
+  bool zero_mean_through_matmul(int32_t v, const Axes& axes, const Trust& trust,
+                                int& budget) const;
+  bool zero_mean_through_mean(int32_t v, Mask b, const Trust& trust, int& budget) const;
+  bool zero_mean_through_reshape(int32_t v, Mask b, const Trust& trust, int& budget) const;
+  // The keepdims mean m when v = sub(y, m) with m = mean(y, B), of y's shape (v is then
+  // zero-mean over B whatever y is); -1 otherwise.
+  int32_t own_mean_subtracted(int32_t v) const;
 
+  // --- uniform axes (uniform_axes.cpp) ---
   // Axes along which a node's value is the same everywhere by construction (it does not
   // depend on the position there): zero values, and what is computed from them.
   Mask uniform_axes(int32_t v, const std::vector<bool>& zero, const std::vector<Mask>& uniform,
                     const SumForms& sums) const;
 
-  // The value a ref equals by construction: through identities (an inference dropout, a
-  // dropout with p = 0, a scale by 1).
-  ValueRef alias(ValueRef r) const {
-    while (r.kind == ValueRef::Kind::node) {
-      const Node& n = g_.nodes[r.index];
-      const bool identity = (n.op == Op::dropout && (mode_ == Mode::inference || n.p == 0.0)) ||
-                            (n.op == Op::scale && n.factor == 1.0);
-      if (!identity) break;
-      r = g_.node_inputs[r.index][0];
-    }
-    return r;
-  }
-
-  // Whether a mean form is one constant: only param terms averaged over all their axes.
-  bool is_constant(const Form& f) const {
-    bool constant = true;
-    pool_.visit(f, [&](const Entry& e) {
-      if (!constant) return;
-      if (e.status == EntryStatus::opaque || e.ref < 0 || e.qual != 0 ||
-          terms_[e.ref].term.kind != CenterTerm::Kind::param) {
-        constant = false;
-        return;
-      }
-      const Shape& ps = g_.params[g_.param_index(terms_[e.ref].term.param)].shape;
-      constant = subset(~analysis::size1_mask(ps) & ((Mask(1) << ps.size()) - 1), e.mask);
-    });
-    return constant;
-  }
-
+  // --- constant means (constant_means.cpp) ---
   // Whether node c's output does not depend on its inputs at all: a softmax over an axis of
   // size 1 (constant 1), a norm or center over axes of size 1 (constant bias or zero).
   bool ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const;
-
   // Whether the mean of node v over `axes` (a mask of v's axes) is the same whatever v's
   // input: v is a softmax along one of them (its rows sum to 1), a center over some of
   // them (0), or a LayerNorm without weight over some of them that the reading trusts to
@@ -410,94 +295,107 @@ class Analyzer {
   // (among its uses that are live and read their inputs): then v's input does not matter.
   bool only_constant_means(int32_t v, const std::vector<bool>& live,
                            const std::vector<bool>& zero, const Trust& trust) const;
-
-  // Whether node v is identically zero whatever the inputs and (generic) params:
-  // sub(a, a), a scale by 0, and ops that map zero inputs to zero (no bias added).
-  bool structurally_zero(int32_t v, const std::vector<bool>& zero, const Trust& trust) const;
   // Whether LN v outputs its bias whatever its input, in a reading: its input is uniform
   // along its axes (or they have size 1), and the reading trusts v to stay a LayerNorm
   // (an RMSNorm of a uniform value is not its bias).
   bool ln_of_uniform(int32_t v, const Trust& trust) const;
-  std::unordered_map<Key, Form, KeyHash> means_;
-  std::unordered_map<Key, Safety, KeyHash> safe_;
-  std::vector<Term> terms_;
-  std::vector<Issue> issues_;
-  std::unordered_map<int32_t, int32_t> producer_terms_;
-  std::map<std::tuple<int32_t, int, Mask>, int32_t> param_terms_;
-  std::map<std::pair<int32_t, int>, int32_t> param_atoms_;
 
+  // --- terms (terms.cpp) ---
   int32_t atom_of_input(int32_t i) const { return int32_t(g_.nodes.size()) + i; }
-  int32_t atom_of_param_use(int32_t node, int slot) {
-    auto [it, inserted] = param_atoms_.try_emplace(
-        {node, slot}, int32_t(g_.nodes.size() + g_.inputs.size() + param_atoms_.size()));
-    return it->second;
-  }
+  int32_t atom_of_param_use(int32_t node, int slot);
+  int32_t add_issue(const Issue& i);
+  // An opaque atom: node n's own output averaged over a, explained by an issue of `kind`.
+  Entry opaque_entry(int32_t n, Mask a, IssueKind kind);
+  // The producer term of node n centered over `feature`, its safety computed on first use.
+  int32_t producer_term(int32_t n, Mask feature);
+  // The param read by operand k of node n, averaged over `mask`, as a term.
+  Form param_term_leaf(int32_t n, int k, Mask mask);
+  // The bias of a norm without weight, averaged over a (the norm's output axes), as a term.
+  Form norm_bias_leaf(int32_t n, Mask a);
+  // The leaf of a param use registered as term `ref`, averaged over `mask`.
+  Form term_leaf(int32_t atom, Mask mask, int32_t ref);
   // A term's safety as known now. Asked while that very safety is being computed (a
   // deviation whose fate depends on a mean containing the term), the answer may be stale:
   // verdicts then re-check every term (stale()).
-  bool term_safe_now(int32_t ref) {
-    if (terms_[ref].pending) stale_ = true;
-    return terms_[ref].safety.ok;
-  }
-  bool stale_ = false;
+  bool term_safe_now(int32_t ref);
 
-  int32_t add_issue(const Issue& i) {
-    issues_.push_back(i);
-    return int32_t(issues_.size() - 1);
-  }
+  // --- mean forms (mean_forms.cpp) ---
+  Form combine(int32_t n, const Rule& rule);
+  // Whether a mean form is one constant: only param terms averaged over all their axes.
+  bool is_constant(const Form& f) const;
 
-  const Shape& in_shape(int32_t n, int k) const { return g_.shape_of(g_.node_inputs[n][k]); }
-  const Shape& out_shape(int32_t n) const { return g_.node_shapes[n]; }
-  bool input_is_param(int32_t n, int k) const {
-    return g_.node_inputs[n][k].kind == ValueRef::Kind::param;
-  }
-  Mask norm_axes(int32_t n) const {
-    return analysis::mask_of(normalize_axes(g_.nodes[n].axes, int64_t(out_shape(n).size()),
-                                            g_.nodes[n].name));
-  }
-
-  // --- mean forms ---
+  // --- mean rules, one per op family (mean_rules.cpp) ---
+  // Node n's mean over its axes a.
   Rule mean_rule(int32_t n, Mask a);
-  Form combine(int32_t n, const Rule& rule) {
-    if (rule.zero) return Form{};
-    if (rule.leaf) return pool_.leaf(*rule.leaf);
-    Form f;
-    for (const Part& p : rule.parts) {
-      Form part = operand_mean(n, p.k, p.mask);
-      if (p.tag != 0 || p.issue >= 0) part = pool_.requalify(part, p.tag, p.issue);
-      f = pool_.add(f, part, p.coeff);
-    }
-    for (const Form& e : rule.extra) f = pool_.add(f, e, 1.0);
-    return f;
-  }
-  Rule producer_rule(int32_t n, Mask a, Mask feature);
+  Rule producer_mean(int32_t n, Mask a, Mask feature);
+  Rule producer_leaf(int32_t n, Mask a, Mask feature);
+  Rule matmul_mean(int32_t n, Mask a);
+  Rule activation_product_mean(int32_t n, Mask a);
+  Rule opaque_mean(int32_t n, Mask a, IssueKind kind);
+  Rule sum_mean(int32_t n, Mask a);
+  Rule product_mean(int32_t n, Mask a);
+  Rule scale_mean(int32_t n, Mask a);
+  Rule dropout_mean(int32_t n, Mask a);
+  Rule max_mean(int32_t n, Mask a);
+  Rule reduction_mean(int32_t n, Mask a);
+  Rule transpose_mean(int32_t n, Mask a);
+  Rule reshape_mean(int32_t n, Mask a);
+  Rule concat_mean(int32_t n, Mask a);
+  Rule center_mean(int32_t n, Mask a);
+  Rule layer_norm_mean(int32_t n, Mask a);
+  Rule rms_norm_mean(int32_t n, Mask a);
+  // The operand of producer n whose mean over axes other than its features passes
+  // through it (linear or pointwise conv without bias, matmul with one param operand),
+  // or -1.
+  int transparent_operand(int32_t n) const;
   bool pointwise_conv(int32_t n) const;
-  Entry opaque_entry(int32_t n, Mask a, IssueKind kind) {
-    Entry e;
-    e.atom = n;
-    e.mask = a;
-    e.coeff = 1.0;
-    e.status = EntryStatus::opaque;
-    e.issue = add_issue({kind, n, -1, 0, 0});
-    return e;
+  // The tag that qualifies what operand k of node n contributes through a transport.
+  static uint64_t tag_of(int32_t n, int k) {
+    return (uint64_t(uint32_t(n)) << 8 | uint64_t(k)) + 1;
   }
-  Form param_term_leaf(int32_t n, int k, Mask mask);
-  // The leaf of a param use registered as term `ref`, averaged over `mask`.
-  Form term_leaf(int32_t atom, Mask mask, int32_t ref) {
-    Entry e;
-    e.atom = atom;
-    e.mask = mask;
-    e.coeff = 1.0;
-    e.status = EntryStatus::term;
-    e.ref = ref;
-    e.safe = term_safe_now(ref);
-    return pool_.leaf(e);
-  }
-  Form norm_bias_leaf(int32_t n, Mask a);
-  int32_t producer_term(int32_t n, Mask feature);
+  // Output axes m of node n in operand k's coordinates, its size-1 axes dropped.
+  Mask operand_mask(int32_t n, int k, Mask m) const;
 
-  // --- safety ---
+  // --- deviation rules, one per op family (deviation_rules.cpp) ---
+  EdgeResult linear_edge(int32_t c, int k, Mask u);
+  EdgeResult conv_edge(int32_t c, int k, Mask u);
+  EdgeResult matmul_edge(int32_t c, int k, Mask u);
+  EdgeResult sum_edge(int32_t c, int k, Mask u);
+  EdgeResult product_edge(int32_t c, int k, Mask u);
+  EdgeResult scale_edge(int32_t c, int k, Mask u);
+  EdgeResult dropout_edge(int32_t c, int k, Mask u);
+  EdgeResult softmax_edge(int32_t c, int k, Mask u);
+  EdgeResult reduction_edge(int32_t c, int k, Mask u);
+  EdgeResult transpose_edge(int32_t c, int k, Mask u);
+  EdgeResult reshape_edge(int32_t c, int k, Mask u);
+  EdgeResult concat_edge(int32_t c, int k, Mask u);
+  EdgeResult norm_edge(int32_t c, int k, Mask u);
+  // Concats along `axis` of copies of one value carry that value's deviation everywhere
+  // when it is constant along the axis: the value they copy.
+  ValueRef copy_root(ValueRef x, int64_t axis) const;
+
+  // --- safety (safety.cpp) ---
+  // The keys the routes of v's deviation (constant along u) reach, or where it breaks.
   Expansion expand(int32_t v, Mask u);
+  void break_at_output(Expansion& ex, int32_t c) const;
+  // Follows the route into use (c, k) of a value whose deviation is constant along u:
+  // c's successor joins ex.children, or ex breaks at c (false).
+  bool follow(Expansion& ex, int32_t c, int k, Mask u);
+  // The concats that take v's deviation as one route, and those followed so far.
+  struct Bundles {
+    std::vector<int32_t> concats, followed;
+    bool has(int32_t c) const {
+      return std::find(concats.begin(), concats.end(), c) != concats.end();
+    }
+    bool followed_already(int32_t c) const {
+      return std::find(followed.begin(), followed.end(), c) != followed.end();
+    }
+  };
+  std::vector<int32_t> same_shift_concats(int32_t v, Mask u);
+  void follow_bundle(Expansion& ex, Bundles& bundles, int32_t c, Mask u) const;
+  // The routes from v into its use (c, k), taken together where they cancel or land
+  // alike on a bundled concat; false once ex breaks.
+  bool expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, int32_t c, int k);
   // The region through which v's deviation δ (constant along u) cancels, taken together:
   // the add / sub / scale / identity nodes reached from v or another member through an
   // operand of their own shape, and the keepdims means and maxes of members over axes
@@ -515,74 +413,25 @@ class Analyzer {
     bool has(int32_t c) const { return std::find(nodes.begin(), nodes.end(), c) != nodes.end(); }
   };
   CancelRegion cancelling_region(int32_t v, Mask u) const;
+  // v's routes through a region where its deviation cancels, taken together.
+  void expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegion& reg);
   static constexpr size_t kMaxCancelRegion = 32;
-  bool is_mean_of(int32_t m, int32_t v, Mask u) const {
-    const Node& node = g_.nodes[m];
-    // A mean or max with keepdims over axes along which the deviation is constant passes
-    // it unchanged, so subtracting the result from v cancels it.
-    if ((node.op != Op::mean && node.op != Op::max) || !node.keepdims) return false;
-    const ValueRef& r = g_.node_inputs[m][0];
-    if (r.kind != ValueRef::Kind::node || r.index != v) return false;
-    return subset(norm_axes(m), u);
-  }
+  // Whether m is a keepdims mean or max of v over axes along which a deviation of v
+  // constant along u is constant: m passes it unchanged, so subtracting m from v cancels it.
+  bool is_mean_of(int32_t m, int32_t v, Mask u) const;
   // The slot by which p = add(v, z), add(z, v) or sub(v, z) (z not v, same shape as v)
   // passes a deviation of v constant along u unchanged; -1 if it is not such a node.
-  int carrier_slot(int32_t p, int32_t v, Mask u) {
-    const Node& node = g_.nodes[p];
-    if ((node.op != Op::add && node.op != Op::sub) || zero_[p]) return -1;
-    if (!(out_shape(p) == out_shape(v))) return -1;
-    const auto& in = g_.node_inputs[p];
-    auto is_v = [&](int k) { return in[k].kind == ValueRef::Kind::node && in[k].index == v; };
-    for (int k = 0; k < 2; ++k) {
-      if (!is_v(k) || is_v(1 - k) || (node.op == Op::sub && k == 1)) continue;
-      const EdgeResult e = edge(p, k, u);
-      if (e.kind != EdgeResult::pass || e.dropped) return -1;
-      return k;
-    }
-    return -1;
-  }
+  int carrier_slot(int32_t p, int32_t v, Mask u);
   // Whether c concatenates, along an axis of u, parts that are v, carriers of v (above) or
   // keepdims means / maxes of v over axes of u (is_mean_of), at least one not v itself: a
   // deviation of v constant along u lands on every part alike.
-  bool same_shift_concat(int32_t c, int32_t v, Mask u) {
-    const Node& node = g_.nodes[c];
-    if (node.op != Op::concat) return false;
-    const int64_t ax = normalize_axis(node.axis, int64_t(out_shape(c).size()), node.name);
-    if ((u & bit(ax)) == 0 || out_shape(c).size() != out_shape(v).size()) return false;
-    bool carrier = false;
-    for (const ValueRef& x : g_.node_inputs[c]) {
-      if (x.kind != ValueRef::Kind::node) return false;
-      if (x.index == v) continue;
-      if (carrier_slot(x.index, v, u) < 0 && !is_mean_of(x.index, v, u)) return false;
-      carrier = true;
-    }
-    return carrier;
-  }
-  // sub(v, m) or sub(m, v) with m = mean or max(v, B ⊆ u, keepdims): the deviation cancels.
+  bool same_shift_concat(int32_t c, int32_t v, Mask u);
   // The center node cn when s = sub(v, cn) or sub(cn, v) with cn = center(v, B), s of v's
   // shape (s is then ±mean_B(v)); -1 otherwise.
-  int32_t center_partner(int32_t s, int32_t v) const {
-    if (g_.nodes[s].op != Op::sub || !(out_shape(s) == out_shape(v))) return -1;
-    const auto& in = g_.node_inputs[s];
-    for (int k = 0; k < 2; ++k) {
-      const ValueRef& a = in[k];
-      const ValueRef& b = in[1 - k];
-      if (a.kind == ValueRef::Kind::node && a.index == v && b.kind == ValueRef::Kind::node &&
-          g_.nodes[b.index].op == Op::center && g_.node_inputs[b.index][0].kind == ValueRef::Kind::node &&
-          g_.node_inputs[b.index][0].index == v)
-        return b.index;
-    }
-    return -1;
-  }
-  bool cancels_with_mean(int32_t c, int32_t v, Mask u) const {
-    if (g_.nodes[c].op != Op::sub) return false;
-    const auto& in = g_.node_inputs[c];
-    for (int k = 0; k < 2; ++k)
-      if (in[k].kind == ValueRef::Kind::node && in[k].index == v &&
-          in[1 - k].kind == ValueRef::Kind::node && is_mean_of(in[1 - k].index, v, u))
-        return true;
-    return false;
-  }
+  int32_t center_partner(int32_t s, int32_t v) const;
+  // Whether c = sub(v, m) or sub(m, v) with m = mean or max(v, B ⊆ u, keepdims): the
+  // deviation cancels.
+  bool cancels_with_mean(int32_t c, int32_t v, Mask u) const;
 };
 
 }  // namespace lnv::analysis::detail

@@ -1,5 +1,5 @@
-// Axis sets as bit masks, and how elementwise broadcasting, transposes and reshapes map
-// them. Private to core/analysis.
+// Axis sets as bit masks, and how elementwise broadcasting, reductions and reshapes map
+// them (docs/spec/semantics.md, "Constant axes", "Shape ops"). Private to core/analysis.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@ using Mask = uint64_t;  // bit a: axis a (ranks above 64 are rejected by the ana
 
 inline Mask bit(int64_t a) { return Mask(1) << a; }
 inline bool subset(Mask a, Mask b) { return (a & ~b) == 0; }
+// Every axis of a tensor of rank `rank`: axes 0 .. rank - 1.
+inline Mask all_axes(size_t rank) { return rank >= 64 ? ~Mask(0) : bit(int64_t(rank)) - 1; }
 
 // Axes of `s` whose size is 1 (a deviation is trivially constant along them; a mean over
 // them is the identity).
@@ -41,13 +43,11 @@ inline Axes axes_of(Mask m) {
 // j + (R - r).
 inline Mask operand_to_out(Mask m, size_t r, size_t R) { return m << (R - r); }
 inline Mask out_to_operand(Mask m, size_t r, size_t R) {
-  Mask shifted = m >> (R - r);
-  return r >= 64 ? shifted : shifted & ((Mask(1) << r) - 1);
+  return (m >> (R - r)) & all_axes(r);
 }
 // Output axes along which a broadcast operand is constant (absent or of size 1).
 inline Mask broadcast_const_axes(const Shape& operand, size_t R) {
-  Mask m = (Mask(1) << (R - operand.size())) - 1;
-  return m | operand_to_out(size1_mask(operand), operand.size(), R);
+  return all_axes(R - operand.size()) | operand_to_out(size1_mask(operand), operand.size(), R);
 }
 
 // Removes the bits of `removed` from `m`, compressing the remaining bits (a reduction

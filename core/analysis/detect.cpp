@@ -1,10 +1,12 @@
 // detect_foldable: the foldability analysis of docs/spec/semantics.md ("Foldability").
-// The analyzer (analyzer.h; rules in mean_rules.cpp and safety.cpp) computes
-// mean forms and the safety of centering terms; this file turns them into verdicts, reasons
-// a person can read, and the plan: the terms to center and the LNs to swap.
+// The analyzer (analyzer.h lists its files) computes mean forms and the safety of
+// centering terms; this file turns them into verdicts, reasons a person can read, and the
+// plan: the terms to center and the LNs to swap. A "no" relative to the plan (dead folds
+// behind other LNs) follows docs/spec/decisions.md.
 //
-// Both passes use explicit stacks (a 10^6-node residual stream must not overflow the call
-// stack) and share structure, so the whole analysis is O(n log n) on a deep pre-norm stack.
+// Both passes use explicit stacks (memo_walk.h: a 10^6-node residual stream must not
+// overflow the call stack) and share structure, so the whole analysis is O(n log n) on a
+// deep pre-norm stack.
 #include <algorithm>
 #include <optional>
 #include <set>

@@ -7,8 +7,9 @@
 // inside every `rnn` that has one, named "<rnn>.norm"), whether it is foldable in each
 // mode (docs/spec/semantics.md, "Foldability"), and for `mode` which
 // terms to center so that every LN foldable in `mode` becomes an RMSNorm exactly.
-// apply_fold applies exactly what a plan says — no re-verification — so checkers can
-// also apply deliberately forced plans (tightness checks) and see them fail.
+// apply_fold applies exactly what a plan says (docs/spec/semantics.md, "The rewrite") — no
+// re-verification — so checkers can also apply deliberately forced plans (tightness
+// checks) and see them fail.
 #pragma once
 
 #include <array>

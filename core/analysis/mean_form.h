@@ -1,6 +1,7 @@
-// The mean of a value over a set of axes, as a sparse linear combination of atoms, kept in
-// a persistent treap so that a value and its inputs share structure (a residual stream
-// adds one term per block: O(log n) new nodes, not a copy). Private to core/analysis.
+// The mean of a value over a set of axes (docs/spec/semantics.md, "Means"), as a sparse
+// linear combination of atoms, kept in a persistent treap so that a value and its inputs
+// share structure (a residual stream adds one term per block: O(log n) new nodes, not a
+// copy). Private to core/analysis.
 //
 // An entry is keyed by (atom, mask, qual): the atom, the axes (in the atom's own
 // coordinates) the mean is taken over, and a hash of the transports that are not

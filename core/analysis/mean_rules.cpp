@@ -1,27 +1,95 @@
-// The mean-form rules of the analyzer (analyzer.h): for each op, the mean of its output
-// over a set of axes in terms of its operands' means, producer terms and param terms.
+// The mean rules (docs/spec/semantics.md, "Op rules"; "Means"): for each op family, the
+// mean of a node's output over a set of its axes in terms of its operands' means, producer
+// terms and param terms - or an opaque atom, with the issue that explains it.
 #include <algorithm>
 
 #include "core/analysis/analyzer.h"
+#include "core/analysis/producers.h"
 
 namespace lnv::analysis::detail {
 
-int32_t Analyzer::producer_term(int32_t n, Mask feature) {
-  auto [it, inserted] = producer_terms_.try_emplace(n, int32_t(terms_.size()));
-  if (!inserted) return it->second;
-  Term t;
-  t.term.kind = CenterTerm::Kind::producer;
-  t.term.node = g_.nodes[n].name;
-  t.producer = n;
-  // δ = -mean_f(t) is as uniform as t itself.
-  feature |= uniform_[n];
-  t.pending = true;
-  terms_.push_back(t);
-  Safety s = safety(n, feature);
-  terms_[it->second].safety = s;
-  terms_[it->second].pending = false;
-  return it->second;
+namespace {
+
+Rule zero_rule() {
+  Rule r;
+  r.zero = true;
+  return r;
 }
+
+Rule parts_rule(std::vector<Part> parts) {
+  Rule r;
+  r.parts = std::move(parts);
+  return r;
+}
+
+}  // namespace
+
+Rule Analyzer::mean_rule(int32_t n, Mask a) {
+  if (zero_[n]) return zero_rule();
+  switch (g_.nodes[n].op) {
+    case Op::linear:
+    case Op::embedding:
+    case Op::attention:
+    case Op::conv1d:
+    case Op::conv2d:
+      return producer_mean(n, a, bit(producer_feature_axis(g_, n)));
+    case Op::matmul:
+      return matmul_mean(n, a);
+    case Op::add:
+    case Op::sub:
+      return sum_mean(n, a);
+    case Op::mul:
+    case Op::div:
+      return product_mean(n, a);
+    case Op::scale:
+      return scale_mean(n, a);
+    case Op::dropout:
+      return dropout_mean(n, a);
+    // Unary nonlinearities, softmax and the rnn are not linear in their input: their
+    // output is an atom no centering removes.
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::exp:
+    case Op::rnn:
+    case Op::softmax:
+      return opaque_mean(n, a, IssueKind::nonlinear_output);
+    case Op::mean:
+      return reduction_mean(n, a);
+    case Op::max:
+      return max_mean(n, a);
+    case Op::transpose:
+      return transpose_mean(n, a);
+    case Op::reshape:
+      return reshape_mean(n, a);
+    case Op::concat:
+      return concat_mean(n, a);
+    case Op::center:
+      return center_mean(n, a);
+    case Op::layer_norm:
+      return layer_norm_mean(n, a);
+    case Op::rms_norm:
+      return rms_norm_mean(n, a);
+    case Op::kCount:
+      break;
+  }
+  throw InternalError("mean_rule: unknown op");
+}
+
+Mask Analyzer::operand_mask(int32_t n, int k, Mask m) const {
+  return out_to_operand(m, in_shape(n, k).size(), out_shape(n).size()) &
+         ~size1_mask(in_shape(n, k));
+}
+
+Rule Analyzer::opaque_mean(int32_t n, Mask a, IssueKind kind) {
+  Rule r;
+  r.leaf = opaque_entry(n, a, kind);
+  return r;
+}
+
+// --- Producers -------------------------------------------------------------------------
 
 // A conv without bias that maps each position on its own: kernel 1 along every spatial
 // axis, stride 1, no padding (a linear map over the channels at each position, so means
@@ -39,59 +107,47 @@ bool Analyzer::pointwise_conv(int32_t n) const {
   return true;
 }
 
-Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
+int Analyzer::transparent_operand(int32_t n) const {
   const Node& node = g_.nodes[n];
-  feature &= ~analysis::size1_mask(out_shape(n));
-  Rule r;
+  if ((node.op == Op::linear && node.bias.empty()) || pointwise_conv(n)) return 0;
+  if (node.op != Op::matmul) return -1;
+  const int act = input_is_param(n, 1) ? 0 : 1;
+  if (!input_is_param(n, act) && !(act == 1 && node.transpose_b) &&
+      in_shape(n, 1 - act).size() == 2 && in_shape(n, act).size() == out_shape(n).size())
+    return act;
+  return -1;
+}
+
+// A producer averaged over a, its features on the output axes `feature`.
+Rule Analyzer::producer_mean(int32_t n, Mask a, Mask feature) {
+  feature &= ~size1_mask(out_shape(n));
+  const int act = transparent_operand(n);
   // A mean over axes the weight does not touch passes through the product (without a
   // bias): mean_A(x Wᵀ) = mean_A(x) Wᵀ.
-  if (a != 0 && (feature & a) == 0) {
-    const size_t R = out_shape(n).size();
-    const uint64_t tag = (uint64_t(uint32_t(n)) << 8) + 1;
-    if ((node.op == Op::linear && node.bias.empty()) || pointwise_conv(n)) {
-      r.parts.push_back({0, a, 1.0, tag, -1});
-      return r;
-    }
-    if (node.op == Op::matmul) {
-      const int act = input_is_param(n, 1) ? 0 : 1;
-      if (!input_is_param(n, act) && !(act == 1 && node.transpose_b) &&
-          in_shape(n, 1 - act).size() == 2 &&
-          in_shape(n, act).size() == R) {
-        r.parts.push_back({act, a, 1.0, tag, -1});
-        return r;
-      }
-    }
-  }
+  if (act >= 0 && a != 0 && (feature & a) == 0)
+    return parts_rule({{act, a, 1.0, (uint64_t(uint32_t(n)) << 8) + 1, -1}});
   // A mean over the features and other axes: mean_F(mean_rest(x) Wᵀ), zero when the
   // input's mean over the rest vanishes by construction.
-  if ((a & ~feature) != 0 && (feature & a) != 0) {
-    const size_t R = out_shape(n).size();
-    int act = -1;
-    if ((node.op == Op::linear && node.bias.empty()) || pointwise_conv(n)) act = 0;
-    if (node.op == Op::matmul) {
-      const int candidate = input_is_param(n, 1) ? 0 : 1;
-      if (!input_is_param(n, candidate) && !(candidate == 1 && node.transpose_b) &&
-          in_shape(n, 1 - candidate).size() == 2 && in_shape(n, candidate).size() == R)
-        act = candidate;
-    }
-    if (act >= 0) {
-      const Form rest = operand_mean(n, act, a & ~feature);
-      if (pool_.size(rest) == 0) {
-        r.zero = true;
-        return r;
-      }
-      // Centering this producer over its features would not be safe, but the input's mean
-      // over the other axes is a combination of sound terms: zeroing it (centering those
-      // terms) zeroes the whole mean, a linear function of it - center them instead.
-      const int32_t producer = producer_term(n, feature);
-      if (!term_safe_now(producer) && pool_.first_bad(rest) == nullptr) {
-        // Its own tag (+3: the matmul rules' tag_of(k) use +1 and +2): the transport
-        // mean_F(· Wᵀ) differs from the pass-through above.
-        r.parts.push_back({act, a & ~feature, 1.0, (uint64_t(uint32_t(n)) << 8) + 3, -1});
-        return r;
-      }
-    }
+  if (act >= 0 && (a & ~feature) != 0 && (feature & a) != 0) {
+    const Form rest = operand_mean(n, act, a & ~feature);
+    if (pool_.size(rest) == 0) return zero_rule();
+    // Centering this producer over its features would not be safe, but the input's mean
+    // over the other axes is a combination of sound terms: zeroing it (centering those
+    // terms) zeroes the whole mean, a linear function of it - center them instead.
+    const int32_t producer = producer_term(n, feature);
+    if (!term_safe_now(producer) && pool_.first_bad(rest) == nullptr)
+      // Its own tag (+3: tag_of(n, k) uses +1 and +2): the transport mean_F(· Wᵀ) differs
+      // from the pass-through above.
+      return parts_rule({{act, a & ~feature, 1.0, (uint64_t(uint32_t(n)) << 8) + 3, -1}});
   }
+  return producer_leaf(n, a, feature);
+}
+
+// The producer itself as the atom: its term when centering it zeroes this mean, a bad term
+// when its layout or grouping keeps the mean alive, and zero (or opaque) when it is
+// already centered (cbwc).
+Rule Analyzer::producer_leaf(int32_t n, Mask a, Mask feature) {
+  const Node& node = g_.nodes[n];
   Entry e;
   e.atom = n;
   e.mask = a;
@@ -104,13 +160,10 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   const ValueRef& x = g_.node_inputs[n][0];
   const bool zero_input = x.kind == ValueRef::Kind::node && zero_[x.index];
   const bool same_input_per_group = x.kind == ValueRef::Kind::node && (uniform_[x.index] & bit(1));
-  const bool grouped = (node.op == Op::conv1d || node.op == Op::conv2d) && node.groups != 1 &&
-                       !zero_input && !same_input_per_group;
+  const bool grouped = !centering_zeroes_features(g_, n) && !zero_input && !same_input_per_group;
+  Rule r;
   if (node.cbwc && node.op != Op::rnn) {
-    if (subset(feature, a) && feature != 0 && !grouped) {
-      r.zero = true;
-      return r;
-    }
+    if (subset(feature, a) && feature != 0 && !grouped) return zero_rule();
     e.status = EntryStatus::opaque;
     e.issue = add_issue({IssueKind::cbwc_other_axes, n, -1, feature, a});
     r.leaf = e;
@@ -131,347 +184,258 @@ Rule Analyzer::producer_rule(int32_t n, Mask a, Mask feature) {
   return r;
 }
 
-Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
-  const Shape& ps = in_shape(n, k);
-  const Param& p = g_.params[g_.node_inputs[n][k].index];
-  const auto key = std::make_tuple(n, k, mask);
-  auto [it, inserted] = param_terms_.try_emplace(key, int32_t(terms_.size()));
-  if (inserted) {
-    Term t;
-    t.term.kind = CenterTerm::Kind::param;
-    t.term.node = g_.nodes[n].name;
-    t.term.param = p.name;
-    t.term.slot = "inputs/" + std::to_string(k);
-    t.term.axes = analysis::axes_of(mask);
-    t.term.remove = mask == 0;
-    t.use_node = n;
-    t.use_slot = k;
-    t.use_mask = mask | analysis::size1_mask(ps);
-    t.pending = true;
-    terms_.push_back(t);
-    terms_[it->second].safety = injected_safety(n, k, mask | analysis::size1_mask(ps));
-    terms_[it->second].pending = false;
-  }
-  return term_leaf(atom_of_param_use(n, k), mask, it->second);
+Rule Analyzer::matmul_mean(int32_t n, Mask a) {
+  // A product of two params constant along every averaged axis is a param term the LN
+  // absorbs, like a broadcast param: removed by zeroing its second operand.
+  if (input_is_param(n, 0) && input_is_param(n, 1) && a == 0)
+    return parts_rule({{1, 0, 1.0, tag_of(n, 1), -1}});
+  if (const int64_t feature = producer_feature_axis(g_, n); feature >= 0)
+    return producer_mean(n, a, bit(feature));
+  return activation_product_mean(n, a);
 }
 
-// The bias of a norm without weight, over the norm's axes `b` (output coordinates); the
-// LN's mean is over `a`.
-Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
-  const Node& node = g_.nodes[n];
-  const Mask b = norm_axes(n);
-  const size_t rank = out_shape(n).size();
-  // Bias axis i is the i-th axis of b.
-  Mask bias_mask = 0;
-  int i = 0;
-  for (size_t ax = 0; ax < rank; ++ax)
-    if (b & bit(int64_t(ax))) {
-      if ((a & bit(int64_t(ax))) && out_shape(n)[ax] != 1) bias_mask |= bit(i);
-      ++i;
-    }
-  const auto key = std::make_tuple(n, -1, bias_mask);
-  auto [it, inserted] = param_terms_.try_emplace(key, int32_t(terms_.size()));
-  if (inserted) {
-    Term t;
-    t.term.kind = CenterTerm::Kind::param;
-    t.term.node = node.name;
-    t.term.param = node.bias;
-    t.term.slot = "bias";
-    t.term.axes = analysis::axes_of(bias_mask);
-    t.term.remove = bias_mask == 0;
-    t.use_node = n;
-    t.use_slot = -1;
-    // The centered bias varies only along the norm axes it is not centered over.
-    const Mask varying = b & ~a;
-    t.use_mask = canon_u(n, ~varying & ((rank >= 64) ? ~Mask(0) : ((Mask(1) << rank) - 1)));
-    t.pending = true;
-    terms_.push_back(t);
-    terms_[it->second].safety = injected_safety(n, -1, terms_[it->second].use_mask);
-    terms_[it->second].pending = false;
-  }
-  return term_leaf(atom_of_param_use(n, -1), bias_mask, it->second);
-}
-
-Rule Analyzer::mean_rule(int32_t n, Mask a) {
+// Two activations: the mean over the columns is a·mean(b), over the rows mean(a)·b.
+Rule Analyzer::activation_product_mean(int32_t n, Mask a) {
   const Node& node = g_.nodes[n];
   const Shape& out = out_shape(n);
   const size_t R = out.size();
-  Rule r;
-  if (zero_[n]) {
-    r.zero = true;
-    return r;
+  const size_t ra = in_shape(n, 0).size(), rb = in_shape(n, 1).size();
+  if (a == bit(int64_t(R) - 1) && rb >= 2) {
+    const Mask bm = node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1);
+    // b a softmax along the columns: mean_j(b) = 1/J everywhere, so the mean over the
+    // columns is K/J times a's mean over its last axis (k, of size K), in the same
+    // coordinates when a has the output's shape but for that axis.
+    const ValueRef bref = alias(g_.node_inputs[n][1]);
+    if (bref.kind == ValueRef::Kind::node && g_.nodes[bref.index].op == Op::softmax &&
+        ra == R && rb == R &&
+        bm == bit(normalize_axis(g_.nodes[bref.index].axis, int64_t(rb),
+                                 g_.nodes[bref.index].name))) {
+      Shape rows = in_shape(n, 0), out_rows = out;
+      rows.pop_back();
+      out_rows.pop_back();
+      if (rows == out_rows) {
+        const double K = double(in_shape(n, 0)[ra - 1]), J = double(out[R - 1]);
+        return parts_rule({{0, operand_mask(n, 0, bit(int64_t(R) - 1)), K / J, 0, -1}});
+      }
+    }
+    return parts_rule({{1, bm, 1.0, tag_of(n, 1), -1}});
   }
-  auto operand_mask = [&](int k, Mask m) {
-    return analysis::out_to_operand(m, in_shape(n, k).size(), R) &
-           ~analysis::size1_mask(in_shape(n, k));
+  if (a == bit(int64_t(R) - 2) && ra >= 2)
+    return parts_rule({{0, bit(int64_t(ra) - 2), 1.0, tag_of(n, 0), -1}});
+  // Over the rows (or columns) and more: mean_rest(mean_rows(a)·b), zero when a's mean
+  // over its rows (or b's over its columns) vanishes by construction.
+  if (ra >= 2 && (a & bit(int64_t(R) - 2)) &&
+      pool_.size(operand_mean(n, 0, bit(int64_t(ra) - 2))) == 0)
+    return zero_rule();
+  if (rb >= 2 && (a & bit(int64_t(R) - 1)) &&
+      pool_.size(operand_mean(n, 1, node.transpose_b ? bit(int64_t(rb) - 2)
+                                                     : bit(int64_t(rb) - 1))) == 0)
+    return zero_rule();
+  return opaque_mean(n, a, IssueKind::matmul_mixing);
+}
+
+// --- Elementwise -----------------------------------------------------------------------
+
+Rule Analyzer::sum_mean(int32_t n, Mask a) {
+  const double sign = g_.nodes[n].op == Op::sub ? -1.0 : 1.0;
+  return parts_rule({{0, operand_mask(n, 0, a), 1.0, 0, -1},
+                     {1, operand_mask(n, 1, a), sign, 0, -1}});
+}
+
+// mean_A(a·b) = mean_{A∩Vb}(b · mean_{A∖Vb}(a)): linear in a's mean over the axes along
+// which b is constant (Vb: the axes b varies along). The outer mean over A∩Vb is part of
+// the transport: the tag keeps it, so mean_{A}(a·b) and mean_{A'}(a·b) cancel only when
+// A∩Vb = A'∩Vb (center over axes of Vb outside A: mean_A(a·b) - mean_{A∪B}(a·b) is not
+// zero). A factor varying along every averaged axis leaves no centerable mean.
+Rule Analyzer::product_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const size_t R = out_shape(n).size();
+  const Mask va = ~broadcast_const_axes(in_shape(n, 0), R);
+  const Mask vb = ~broadcast_const_axes(in_shape(n, 1), R);
+  auto outer_tag = [&](int k, Mask outer) {
+    if (outer == 0) return tag_of(n, k);
+    uint64_t z = uint64_t(outer) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    return tag_of(n, k) ^ (z ^ (z >> 29));
   };
-  auto tag_of = [&](int k) { return (uint64_t(uint32_t(n)) << 8 | uint64_t(k)) + 1; };
-  switch (node.op) {
-    case Op::linear:
-    case Op::embedding:
-    case Op::attention:
-      return producer_rule(n, a, bit(int64_t(R) - 1));
-    case Op::conv1d:
-    case Op::conv2d:
-      return producer_rule(n, a, bit(1));
-    case Op::matmul: {
-      const bool pa = input_is_param(n, 0), pb = input_is_param(n, 1);
-      // A product of two params constant along every averaged axis is a param term the
-      // LN absorbs, like a broadcast param: removed by zeroing its second operand.
-      if (pa && pb && a == 0) {
-        r.parts.push_back({1, 0, 1.0, tag_of(1), -1});
-        return r;
-      }
-      if (pb) return producer_rule(n, a, bit(int64_t(R) - 1));
-      if (pa) return producer_rule(n, a, bit(int64_t(R) - 2));
-      // Two activations: mean over the columns is a·mean(b), over the rows mean(a)·b.
-      const size_t ra = in_shape(n, 0).size(), rb = in_shape(n, 1).size();
-      if (a == bit(int64_t(R) - 1) && rb >= 2) {
-        const Mask bm = node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1);
-        // b a softmax along the columns: mean_j(b) = 1/J everywhere, so the mean over the
-        // columns is K/J times a's mean over its last axis (k, of size K), in the same
-        // coordinates when a has the output's shape but for that axis.
-        const ValueRef bref = alias(g_.node_inputs[n][1]);
-        if (bref.kind == ValueRef::Kind::node && g_.nodes[bref.index].op == Op::softmax &&
-            ra == R && rb == R &&
-            bm == bit(normalize_axis(g_.nodes[bref.index].axis, int64_t(rb),
-                                     g_.nodes[bref.index].name))) {
-          Shape rows = in_shape(n, 0), out_rows = out;
-          rows.pop_back();
-          out_rows.pop_back();
-          if (rows == out_rows) {
-            const double K = double(in_shape(n, 0)[ra - 1]), J = double(out[R - 1]);
-            r.parts.push_back({0, operand_mask(0, bit(int64_t(R) - 1)), K / J, 0, -1});
-            return r;
-          }
-        }
-        r.parts.push_back({1, bm, 1.0, tag_of(1), -1});
-        return r;
-      }
-      if (a == bit(int64_t(R) - 2) && ra >= 2) {
-        r.parts.push_back({0, bit(int64_t(ra) - 2), 1.0, tag_of(0), -1});
-        return r;
-      }
-      // Over the rows (or columns) and more: mean_rest(mean_rows(a)·b), zero when a's mean
-      // over its rows (or b's over its columns) vanishes by construction.
-      if (ra >= 2 && (a & bit(int64_t(R) - 2)) && pool_.size(operand_mean(n, 0, bit(int64_t(ra) - 2))) == 0) {
-        r.zero = true;
-        return r;
-      }
-      if (rb >= 2 && (a & bit(int64_t(R) - 1)) &&
-          pool_.size(operand_mean(n, 1, node.transpose_b ? bit(int64_t(rb) - 2) : bit(int64_t(rb) - 1))) == 0) {
-        r.zero = true;
-        return r;
-      }
-      r.leaf = opaque_entry(n, a, IssueKind::matmul_mixing);
-      return r;
+  if ((a & vb) == 0 || (a & ~vb) != 0)
+    return parts_rule({{0, operand_mask(n, 0, a & ~vb), 1.0, outer_tag(0, a & vb), -1}});
+  if (node.op == Op::mul && (a & ~va) != 0)
+    return parts_rule({{1, operand_mask(n, 1, a & ~va), 1.0, outer_tag(1, a & va), -1}});
+  Rule r;
+  const int32_t issue = add_issue({IssueKind::per_feature_factor, n, -1, 0, a});
+  if (node.op == Op::mul && input_is_param(n, 0) && !input_is_param(n, 1))
+    r.parts.push_back({1, operand_mask(n, 1, a), 1.0, tag_of(n, 1), issue});
+  else
+    r.parts.push_back({0, operand_mask(n, 0, a), 1.0, tag_of(n, 0), issue});
+  // The product itself is a new atom nobody can center.
+  Entry e = opaque_entry(n, a, IssueKind::per_feature_factor);
+  e.issue = issue;
+  r.extra.push_back(pool_.leaf(e));
+  return r;
+}
+
+Rule Analyzer::scale_mean(int32_t n, Mask a) {
+  const double factor = g_.nodes[n].factor;
+  if (factor == 0.0) return zero_rule();
+  return parts_rule({{0, a, factor, 0, -1}});
+}
+
+// --- Dropout ---------------------------------------------------------------------------
+
+Rule Analyzer::dropout_mean(int32_t n, Mask a) {
+  if (mode_ == Mode::training && g_.nodes[n].p > 0.0)
+    return opaque_mean(n, a, IssueKind::dropout_training);
+  return parts_rule({{0, a, 1.0, 0, -1}});
+}
+
+// --- Reductions ------------------------------------------------------------------------
+
+Rule Analyzer::reduction_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const size_t rin = in_shape(n, 0).size();
+  const Mask b = mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
+  const Mask a_in = node.keepdims ? a : insert_axes(a, b, rin);
+  return parts_rule({{0, a_in | b, 1.0, 0, -1}});
+}
+
+Rule Analyzer::max_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const size_t rin = in_shape(n, 0).size();
+  const Mask b = mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
+  if (!subset(b, size1_mask(in_shape(n, 0))))
+    return opaque_mean(n, a, IssueKind::nonlinear_output);
+  // A max over axes of size 1 is the identity.
+  return parts_rule({{0, node.keepdims ? a : insert_axes(a, b, rin), 1.0, 0, -1}});
+}
+
+// --- Shape ops -------------------------------------------------------------------------
+
+// The mean over the averaged axes is a tensor over the others; when the transpose reorders
+// those (of size > 1), it is a permuted tensor: a transport that qualifies the atoms (by
+// the permutation), so it does not cancel against the unpermuted one.
+Rule Analyzer::transpose_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Shape& out = out_shape(n);
+  const size_t R = out.size();
+  Mask a_in = 0;
+  uint64_t order = 0;
+  int64_t last = -1;
+  bool kept = true;
+  for (size_t i = 0; i < R; ++i) {
+    const int64_t p = node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i];
+    if (a & bit(int64_t(i))) {
+      a_in |= bit(p);
+    } else if (out[i] != 1) {
+      kept = kept && p > last;
+      last = p;
+      order = order * 131 + uint64_t(p) + 1;
     }
-    case Op::rnn:
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::softmax:
-      r.leaf = opaque_entry(n, a, IssueKind::nonlinear_output);
-      return r;
-    case Op::max: {
-      const size_t rin = in_shape(n, 0).size();
-      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
-      if (!subset(b, analysis::size1_mask(in_shape(n, 0)))) {
-        r.leaf = opaque_entry(n, a, IssueKind::nonlinear_output);
-        return r;
-      }
-      // A max over axes of size 1 is the identity.
-      r.parts.push_back({0, node.keepdims ? a : analysis::insert_axes(a, b, rin), 1.0, 0, -1});
-      return r;
-    }
-    case Op::rms_norm: {
-      // Without affine, an RMSNorm only rescales rows (by s, constant along its axes b):
-      // mean_a(x·s) is a mean of s·mean_{a∩b}(x), zero when the input is zero-mean over
-      // a∩b - over all of b or over part of it.
-      const Mask a_b = a & norm_axes(n) & ~analysis::size1_mask(out);
-      if (node.weight.empty() && node.bias.empty() && a_b != 0 &&
-          pool_.size(operand_mean(n, 0, a_b)) == 0) {
-        r.zero = true;
-        return r;
-      }
-      r.leaf = opaque_entry(n, a, IssueKind::rms_norm_output);
-      return r;
-    }
-    case Op::add:
-    case Op::sub:
-      r.parts.push_back({0, operand_mask(0, a), 1.0, 0, -1});
-      r.parts.push_back({1, operand_mask(1, a), node.op == Op::sub ? -1.0 : 1.0, 0, -1});
-      return r;
-    case Op::scale:
-      if (node.factor == 0.0) {
-        r.zero = true;
-        return r;
-      }
-      r.parts.push_back({0, a, node.factor, 0, -1});
-      return r;
-    case Op::dropout:
-      if (mode_ == Mode::training && node.p > 0.0) {
-        r.leaf = opaque_entry(n, a, IssueKind::dropout_training);
-        return r;
-      }
-      r.parts.push_back({0, a, 1.0, 0, -1});
-      return r;
-    case Op::mul:
-    case Op::div: {
-      const Mask va = ~analysis::broadcast_const_axes(in_shape(n, 0), R);
-      const Mask vb = ~analysis::broadcast_const_axes(in_shape(n, 1), R);
-      // mean_A(a·b) = mean_{A∩Vb}(b · mean_{A∖Vb}(a)): linear in a's mean over the axes
-      // along which b is constant. The outer mean over A∩Vb is part of the transport: the
-      // tag keeps it, so mean_{A}(a·b) and mean_{A'}(a·b) cancel only when A∩Vb = A'∩Vb
-      // (center over axes of Vb outside A: mean_A(a·b) - mean_{A∪B}(a·b) is not zero).
-      auto outer_tag = [&](int k, Mask outer) {
-        if (outer == 0) return tag_of(k);
-        uint64_t z = uint64_t(outer) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-        return tag_of(k) ^ (z ^ (z >> 29));
-      };
-      if ((a & vb) == 0 || (a & ~vb) != 0) {
-        r.parts.push_back({0, operand_mask(0, a & ~vb), 1.0, outer_tag(0, a & vb), -1});
-      } else if (node.op == Op::mul && (a & ~va) != 0) {
-        r.parts.push_back({1, operand_mask(1, a & ~va), 1.0, outer_tag(1, a & va), -1});
-      } else {
-        const int32_t issue = add_issue({IssueKind::per_feature_factor, n, -1, 0, a});
-        if (node.op == Op::mul && input_is_param(n, 0) && !input_is_param(n, 1))
-          r.parts.push_back({1, operand_mask(1, a), 1.0, tag_of(1), issue});
-        else
-          r.parts.push_back({0, operand_mask(0, a), 1.0, tag_of(0), issue});
-        // The product itself is a new atom nobody can center.
-        Entry e = opaque_entry(n, a, IssueKind::per_feature_factor);
-        e.issue = issue;
-        r.extra.push_back(pool_.leaf(e));
-      }
-      return r;
-    }
-    case Op::center: {
-      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
-      if (subset(b, a)) {
-        r.zero = true;
-        return r;
-      }
-      r.parts.push_back({0, a, 1.0, 0, -1});
-      r.parts.push_back({0, a | b, -1.0, 0, -1});
-      return r;
-    }
-    case Op::mean: {
-      const size_t rin = in_shape(n, 0).size();
-      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(rin), node.name));
-      const Mask a_in = node.keepdims ? a : analysis::insert_axes(a, b, rin);
-      r.parts.push_back({0, a_in | b, 1.0, 0, -1});
-      return r;
-    }
-    case Op::transpose: {
-      // The mean over the averaged axes is a tensor over the others; when the transpose
-      // reorders those (of size > 1), it is a permuted tensor: a transport that qualifies
-      // the atoms (by the permutation), so it does not cancel against the unpermuted one.
-      Mask a_in = 0;
-      uint64_t order = 0;
-      int64_t last = -1;
-      bool kept = true;
-      for (size_t i = 0; i < R; ++i) {
-        const int64_t p = node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i];
-        if (a & bit(int64_t(i))) {
-          a_in |= bit(p);
-        } else if (out[i] != 1) {
-          kept = kept && p > last;
-          last = p;
-          order = order * 131 + uint64_t(p) + 1;
-        }
-      }
-      r.parts.push_back({0, a_in, 1.0, kept ? 0 : (order << 8) + 0xfe, -1});
-      return r;
-    }
-    case Op::reshape: {
-      // A block averaged whole is the mean over its input axes. A block averaged in part
-      // is not a mean over whole input axes (center over 4 rows, then [4, 3] -> [2, 6]:
-      // a group of 6 holds 2 of the rows); when its averaged output axes are the block's
-      // innermost, with P elements, each group of P holds whole runs of the innermost
-      // input axes whose sizes multiply to a divisor of P, so it is an average of their
-      // mean: the part averages over those, and the rest is marked.
-      const Shape& in = in_shape(n, 0);
-      Mask a_in = 0;
-      bool whole = true;
-      for (const auto& blk : analysis::reshape_blocks(in, out)) {
-        const Mask s = blk.out & a;
-        if (s == 0) continue;
-        if (subset(blk.out, a)) {
-          a_in |= blk.in;
-          continue;
-        }
-        whole = false;
-        const int64_t lowest = analysis::axes_of(s).front();
-        bool innermost = true;
-        int64_t P = 1;
-        for (int64_t j : analysis::axes_of(blk.out)) {
-          if (j >= lowest && !(s & bit(j))) innermost = false;
-          if (s & bit(j)) P *= out[size_t(j)];
-        }
-        if (!innermost) continue;
-        const std::vector<int64_t> ins = analysis::axes_of(blk.in);
-        int64_t Q = 1;
-        for (auto it = ins.rbegin(); it != ins.rend(); ++it) {
-          Q *= in[size_t(*it)];
-          if (P % Q != 0) break;
-          a_in |= bit(*it);
-        }
-      }
-      if (whole) {
-        r.parts.push_back({0, a_in, 1.0, 0, -1});
-      } else {
-        r.parts.push_back(
-            {0, a_in, 1.0, tag_of(0), add_issue({IssueKind::reshape_blocks, n, -1, 0, a})});
-      }
-      return r;
-    }
-    case Op::concat: {
-      const int64_t c = normalize_axis(node.axis, int64_t(R), node.name);
-      bool copies = in_shape(n, 0)[c] == 1;
-      for (const ValueRef& x : g_.node_inputs[n]) copies = copies && alias(x) == alias(g_.node_inputs[n][0]);
-      if (copies) {
-        // Copies of one value of size 1 along the axis: a broadcast of it.
-        r.parts.push_back({0, a & ~bit(c), 1.0, 0, -1});
-        return r;
-      }
-      const bool along = (a & bit(c)) != 0;
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        const double share = along ? double(in_shape(n, int(k))[c]) / double(out[c]) : 1.0;
-        r.parts.push_back({int(k), a, share, along ? 0 : tag_of(int(k)), -1});
-      }
-      return r;
-    }
-    case Op::layer_norm: {
-      const Mask b = norm_axes(n) & ~analysis::size1_mask(out);
-      if (!node.weight.empty()) {
-        r.leaf = opaque_entry(n, a, IssueKind::norm_with_weight);
-        return r;
-      }
-      if (!subset(b, a)) {
-        // Over part of its axes, a = a_b ∪ (axes outside b), a_b ⊂ b: with m, s the input's
-        // mean and inverse deviation over b (constant along b), mean_a_b(LN(x) - bias) =
-        // s·(mean_a_b(x) - m), and m = mean_b(x) is a mean of mean_a_b(x): zero when the
-        // input is zero-mean over a_b by construction (an LN over [1, 2] of rows already
-        // centered over 2 stays centered over 2).
-        const Mask a_b = a & b;
-        if (a_b == 0 || pool_.size(operand_mean(n, 0, a_b)) != 0) {
-          r.leaf = opaque_entry(n, a, IssueKind::norm_other_axes);
-          return r;
-        }
-      }
-      if (!node.bias.empty()) r.extra.push_back(norm_bias_leaf(n, a));
-      else r.zero = true;
-      return r;
-    }
-    case Op::kCount:
-      break;
   }
-  throw InternalError("mean_rule: unknown op");
+  return parts_rule({{0, a_in, 1.0, kept ? 0 : (order << 8) + 0xfe, -1}});
+}
+
+// A block averaged whole is the mean over its input axes. A block averaged in part is not
+// a mean over whole input axes (center over 4 rows, then [4, 3] -> [2, 6]: a group of 6
+// holds 2 of the rows); when its averaged output axes are the block's innermost, with P
+// elements, each group of P holds whole runs of the innermost input axes whose sizes
+// multiply to a divisor of P, so it is an average of their mean: the part averages over
+// those, and the rest is marked.
+Rule Analyzer::reshape_mean(int32_t n, Mask a) {
+  const Shape& in = in_shape(n, 0);
+  const Shape& out = out_shape(n);
+  Mask a_in = 0;
+  bool whole = true;
+  for (const auto& blk : reshape_blocks(in, out)) {
+    const Mask s = blk.out & a;
+    if (s == 0) continue;
+    if (subset(blk.out, a)) {
+      a_in |= blk.in;
+      continue;
+    }
+    whole = false;
+    const int64_t lowest = axes_of(s).front();
+    bool innermost = true;
+    int64_t P = 1;
+    for (int64_t j : axes_of(blk.out)) {
+      if (j >= lowest && !(s & bit(j))) innermost = false;
+      if (s & bit(j)) P *= out[size_t(j)];
+    }
+    if (!innermost) continue;
+    const std::vector<int64_t> ins = axes_of(blk.in);
+    int64_t Q = 1;
+    for (auto it = ins.rbegin(); it != ins.rend(); ++it) {
+      Q *= in[size_t(*it)];
+      if (P % Q != 0) break;
+      a_in |= bit(*it);
+    }
+  }
+  if (whole) return parts_rule({{0, a_in, 1.0, 0, -1}});
+  return parts_rule(
+      {{0, a_in, 1.0, tag_of(n, 0), add_issue({IssueKind::reshape_blocks, n, -1, 0, a})}});
+}
+
+// --- Concat ----------------------------------------------------------------------------
+
+// Averaged along the concat axis, each part contributes its share; otherwise each part's
+// mean lands on its own slice (a transport: tagged by the part).
+Rule Analyzer::concat_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Shape& out = out_shape(n);
+  const int64_t c = normalize_axis(node.axis, int64_t(out.size()), node.name);
+  bool copies = in_shape(n, 0)[c] == 1;
+  for (const ValueRef& x : g_.node_inputs[n])
+    copies = copies && alias(x) == alias(g_.node_inputs[n][0]);
+  // Copies of one value of size 1 along the axis: a broadcast of it.
+  if (copies) return parts_rule({{0, a & ~bit(c), 1.0, 0, -1}});
+  const bool along = (a & bit(c)) != 0;
+  Rule r;
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const double share = along ? double(in_shape(n, int(k))[c]) / double(out[c]) : 1.0;
+    r.parts.push_back({int(k), a, share, along ? 0 : tag_of(n, int(k)), -1});
+  }
+  return r;
+}
+
+// --- Norms and center ------------------------------------------------------------------
+
+// mean_a(x - mean_b(x)) = mean_a(x) - mean_{a∪b}(x): zero when b ⊆ a.
+Rule Analyzer::center_mean(int32_t n, Mask a) {
+  const Mask b = norm_axes(n) & ~size1_mask(out_shape(n));
+  if (subset(b, a)) return zero_rule();
+  return parts_rule({{0, a, 1.0, 0, -1}, {0, a | b, -1.0, 0, -1}});
+}
+
+Rule Analyzer::layer_norm_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Mask b = norm_axes(n) & ~size1_mask(out_shape(n));
+  if (!node.weight.empty()) return opaque_mean(n, a, IssueKind::norm_with_weight);
+  if (!subset(b, a)) {
+    // Over part of its axes, a = a_b ∪ (axes outside b), a_b ⊂ b: with m, s the input's
+    // mean and inverse deviation over b (constant along b), mean_a_b(LN(x) - bias) =
+    // s·(mean_a_b(x) - m), and m = mean_b(x) is a mean of mean_a_b(x): zero when the
+    // input is zero-mean over a_b by construction (an LN over [1, 2] of rows already
+    // centered over 2 stays centered over 2).
+    const Mask a_b = a & b;
+    if (a_b == 0 || pool_.size(operand_mean(n, 0, a_b)) != 0)
+      return opaque_mean(n, a, IssueKind::norm_other_axes);
+  }
+  if (node.bias.empty()) return zero_rule();
+  Rule r;
+  r.extra.push_back(norm_bias_leaf(n, a));
+  return r;
+}
+
+// Without affine, an RMSNorm only rescales rows (by s, constant along its axes b):
+// mean_a(x·s) is a mean of s·mean_{a∩b}(x), zero when the input is zero-mean over a∩b -
+// over all of b or over part of it.
+Rule Analyzer::rms_norm_mean(int32_t n, Mask a) {
+  const Node& node = g_.nodes[n];
+  const Mask a_b = a & norm_axes(n) & ~size1_mask(out_shape(n));
+  if (node.weight.empty() && node.bias.empty() && a_b != 0 &&
+      pool_.size(operand_mean(n, 0, a_b)) == 0)
+    return zero_rule();
+  return opaque_mean(n, a, IssueKind::rms_norm_output);
 }
 
 }  // namespace lnv::analysis::detail

@@ -1,5 +1,6 @@
-// apply_fold: applies a FoldPlan exactly as written (no re-verification), so that checkers
-// can also apply forced plans and watch them fail.
+// apply_fold (docs/spec/semantics.md, "The rewrite"): applies a FoldPlan exactly as
+// written (no re-verification), so that checkers can also apply forced plans and watch
+// them fail.
 //
 // inference: every centered param use reads a param whose effective value is centered
 //   (Param::center_axes) or zeroed (a `remove` term). A param is changed in place when

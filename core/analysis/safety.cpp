@@ -1,225 +1,136 @@
-// The deviation-safety rules of the analyzer (analyzer.h): how each consumer passes,
-// absorbs or breaks a deviation constant along U, and the expansion of a (value, U) key
-// into the keys it reaches.
+// Safety (docs/spec/semantics.md, "Safety"): whether the deviation a centered term adds
+// dies - absorbed or cancelled - before every graph output, along every route. The safety
+// of a deviation constant along U at a value is memoized per (value, U); expand turns a key
+// into the keys its routes reach through the deviation rules (deviation_rules.cpp), taking
+// together the routes that cancel (a region of sums, a sub of a mean or a center, concats
+// of copies).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "core/analysis/analyzer.h"
+#include "core/analysis/memo_walk.h"
 
 namespace lnv::analysis::detail {
 
-EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
-  const Node& node = g_.nodes[c];
-  const Shape& in = in_shape(c, k);
-  const Shape& out = out_shape(c);
-  const size_t R = out.size(), r = in.size();
-  EdgeResult e;
-  auto pass = [&](Mask m, bool dropped) {
-    e.kind = EdgeResult::pass;
-    e.u = m | analysis::size1_mask(out);
-    e.dropped = dropped;
-    return e;
-  };
-  auto brk = [&](BreakKind why) {
-    e.kind = EdgeResult::brk;
-    e.why = why;
-    return e;
-  };
-  auto absorb = [&]() {
-    e.kind = EdgeResult::absorb;
-    return e;
-  };
-  switch (node.op) {
-    case Op::linear: {
-      const Mask m = u & ~bit(int64_t(r) - 1);
-      return pass(m, (u & bit(int64_t(r) - 1)) != 0);
-    }
-    case Op::conv1d:
-    case Op::conv2d: {
-      const Mask m = u & conv_constant_axes(node, r);
-      return pass(m, (u & ~m & ~analysis::size1_mask(in)) != 0);
-    }
-    case Op::matmul: {
-      const Shape& other = in_shape(c, 1 - k);
-      if (r < 2 || other.size() < 2) return pass(0, true);
-      // δ constant along the contracted axis meets the other operand's sums over it:
-      // zero when that operand is zero-mean over its contracted axis by construction.
-      const int64_t mine_k = k == 0 ? int64_t(r) - 1 : (node.transpose_b ? int64_t(r) - 1 : int64_t(r) - 2);
-      const int64_t other_k =
-          k == 0 ? (node.transpose_b ? int64_t(other.size()) - 1 : int64_t(other.size()) - 2)
-                 : int64_t(other.size()) - 1;
-      // When those sums are one constant (a norm's bias, say), the product is the shift
-      // times that constant: constant along the other operand's free axis.
-      bool constant_sums = false;
-      if ((u & bit(mine_k)) && other[other_k] > 1) {
-        const Form sums = operand_mean(c, 1 - k, bit(other_k));
-        if (pool_.size(sums) == 0) return absorb();
-        constant_sums = is_constant(sums);
-      }
-      // Batch axes: kept where the other operand is constant along them.
-      const Mask other_const = constant_sums ? ~Mask(0)
-                                             : analysis::broadcast_const_axes(
-                                                   Shape(other.begin(), other.end() - 2), R - 2);
-      Mask batch_u = analysis::operand_to_out(u & ((Mask(1) << (r - 2)) - 1), r - 2, R - 2) |
-                     ((Mask(1) << (R - 2 - (r - 2))) - 1);
-      Mask m = batch_u & other_const;
-      if (constant_sums) m |= bit(int64_t(R) - (k == 0 ? 1 : 2));
-      if (k == 0) {
-        if (u & bit(int64_t(r) - 2)) m |= bit(int64_t(R) - 2);
-      } else {
-        const int64_t n_axis = node.transpose_b ? int64_t(r) - 2 : int64_t(r) - 1;
-        if (u & bit(n_axis)) m |= bit(int64_t(R) - 1);
-      }
-      return pass(m, true);
-    }
-    case Op::embedding:
-      return brk(BreakKind::index);
-    case Op::rnn:
-    case Op::attention:
-      return brk(BreakKind::gate);
-    case Op::add:
-    case Op::sub: {
-      const auto& ins = g_.node_inputs[c];
-      if (node.op == Op::sub && alias(ins[0]) == alias(ins[1])) return absorb();
-      const ValueRef& self = ins[k];
-      if (self.kind == ValueRef::Kind::node && cancels_with_mean(c, self.index, u))
-        return absorb();
-      return pass(analysis::operand_to_out(u, r, R) |
-                      analysis::broadcast_const_axes(in, R),
-                  false);
-    }
-    case Op::mul:
-    case Op::div: {
-      if (node.op == Op::div && k == 1) return brk(BreakKind::denominator);
-      const Mask mine = analysis::operand_to_out(u, r, R) | analysis::broadcast_const_axes(in, R);
-      const Mask factor_const = analysis::broadcast_const_axes(in_shape(c, 1 - k), R);
-      return pass(mine & factor_const, (mine & ~factor_const) != 0);
-    }
-    case Op::scale:
-      if (node.factor == 0.0) return absorb();
-      return pass(u, false);
-    case Op::dropout:
-      if (mode_ == Mode::training && node.p > 0.0) return pass(0, true);
-      return pass(u, false);
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-      return brk(BreakKind::nonlinear);
-    case Op::softmax: {
-      const int64_t ax = normalize_axis(node.axis, int64_t(R), node.name);
-      if (u & bit(ax)) return absorb();
-      return brk(BreakKind::norm_axes);
-    }
-    case Op::mean: {
-      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(r), node.name));
-      if (node.keepdims) return pass(u | b, false);
-      return pass(analysis::drop_axes(u, b, r), false);
-    }
-    case Op::max: {
-      const Mask b = analysis::mask_of(normalize_axes(node.axes, int64_t(r), node.name));
-      if (!subset(b, u)) return brk(BreakKind::max_axes);
-      if (node.keepdims) return pass(u, false);
-      return pass(analysis::drop_axes(u, b, r), false);
-    }
-    case Op::transpose: {
-      Mask m = 0;
-      for (size_t i = 0; i < R; ++i) {
-        const int64_t p = node.perm[i] < 0 ? node.perm[i] + int64_t(R) : node.perm[i];
-        if (u & bit(p)) m |= bit(int64_t(i));
-      }
-      return pass(m, false);
-    }
-    case Op::reshape: {
-      Mask m = 0;
-      bool dropped = false;
-      for (const auto& blk : analysis::reshape_blocks(in, out)) {
-        if (subset(blk.in, u)) m |= blk.out;
-        else if (blk.in & u) dropped = true;
-      }
-      return pass(m, dropped);
-    }
-    case Op::concat: {
-      const int64_t ax = normalize_axis(node.axis, int64_t(R), node.name);
-      bool same = true;
-      for (const ValueRef& x : g_.node_inputs[c])
-        same = same && copy_root(x, ax) == copy_root(g_.node_inputs[c][0], ax);
-      if (same) return pass(u, false);
-      return pass(u & ~bit(ax), (u & bit(ax)) != 0);
-    }
-    case Op::center: {
-      if (subset(norm_axes(c), u)) return absorb();
-      return pass(u, false);
-    }
-    case Op::layer_norm:
-      if (subset(norm_axes(c), u)) return absorb();
-      return brk(BreakKind::norm_axes);
-    case Op::rms_norm:
-      return brk(BreakKind::rms_norm);
-    case Op::kCount:
-      break;
+const Safety& Analyzer::safety(int32_t v, Mask u) {
+  u = canon_u(v, u);
+  memo_walk(
+      safe_, Key{v, u}, [&](const Key& key) { return expand(key.first, key.second); },
+      [&](const Key&, const Expansion& ex, auto&& need) {
+        if (!ex.immediate.ok) return;  // breaks at once: no successor matters
+        for (const auto& [child, dropped] : ex.children) need(child);
+      },
+      [&](const Key&, const Expansion& ex) {
+        if (!ex.immediate.ok) return ex.immediate;
+        // The first successor whose route breaks, if any.
+        Safety s;
+        for (const auto& [child, dropped] : ex.children) {
+          const Safety& cs = safe_.at(child);
+          if (!cs.ok) {
+            s = cs;
+            s.next = child;
+            s.next_dropped = dropped;
+            break;
+          }
+        }
+        return s;
+      });
+  return safe_.at({v, u});
+}
+
+const Safety* Analyzer::safety_of(const Key& k) const {
+  auto it = safe_.find(k);
+  return it == safe_.end() ? nullptr : &it->second;
+}
+
+Safety Analyzer::injected_safety(int32_t c, int k, Mask u) {
+  if (k < 0) return safety(c, u);
+  EdgeResult e = edge(c, k, u);
+  Safety s;
+  if (e.kind == EdgeResult::absorb || !live_[c]) return s;
+  if (e.kind == EdgeResult::brk) {
+    s.ok = false;
+    s.break_node = c;
+    s.kind = e.why;
+    return s;
   }
-  throw InternalError("edge: unknown op");
+  const Safety& cs = safety(c, e.u);
+  if (cs.ok) return s;
+  s = cs;
+  s.next = {c, canon_u(c, e.u)};
+  s.next_dropped = e.dropped;
+  return s;
 }
 
 Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   Expansion ex;
-  auto break_at_output = [&](int32_t c) {
-    ex.immediate.ok = false;
-    ex.immediate.break_node = c;
-    ex.immediate.kind = BreakKind::output;
-  };
   if (!live_[v]) return ex;
   if (is_output_[v]) {
-    break_at_output(v);
+    break_at_output(ex, v);
     return ex;
   }
-  auto follow = [&](int32_t c, int k, Mask uu) -> bool {
-    // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
-    if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
-    EdgeResult e = edge(c, k, uu);
-    if (e.kind == EdgeResult::absorb) return true;
-    if (e.kind == EdgeResult::brk) {
-      ex.immediate.ok = false;
-      ex.immediate.break_node = c;
-      ex.immediate.kind = e.why;
-      return false;
-    }
-    ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
-    return true;
-  };
   // v's deviation through a region where it cancels (cancelling_region): taken together.
   if (const CancelRegion reg = cancelling_region(v, u); !reg.nodes.empty()) {
-    for (auto [c, k] : uses_[v])
-      if (!reg.has(c) && !follow(c, k, u)) return ex;
-    for (size_t i = 0; i < reg.nodes.size(); ++i) {
-      const int32_t x = reg.nodes[i];
-      if (reg.coef[i] == 0.0 || !live_[x]) continue;
-      if (is_output_[x]) {
-        break_at_output(x);
-        return ex;
-      }
-      const Mask ux = canon_u(x, u);
-      for (auto [c, k] : uses_[x])
-        if (!reg.has(c) && !follow(c, k, ux)) return ex;
-    }
+    expand_region(ex, v, u, reg);
     return ex;
   }
-  // Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
-  // a sum/difference with v in the + slot): the routes from v into their parts together
-  // put the same constant shift on every part, so they are followed as one route into
-  // the concat. The other operands of those sums, and the parts' other uses, keep their own
-  // routes (deviations are linear, so this only regroups routes).
-  std::vector<int32_t> bundles, followed;
-  auto has = [](const std::vector<int32_t>& xs, int32_t x) {
-    return std::find(xs.begin(), xs.end(), x) != xs.end();
-  };
+  Bundles bundles;
+  bundles.concats = same_shift_concats(v, u);
+  for (auto [c, k] : uses_[v])
+    if (!expand_use(ex, bundles, v, u, c, k)) return ex;
+  return ex;
+}
+
+void Analyzer::break_at_output(Expansion& ex, int32_t c) const {
+  ex.immediate.ok = false;
+  ex.immediate.break_node = c;
+  ex.immediate.kind = BreakKind::output;
+}
+
+bool Analyzer::follow(Expansion& ex, int32_t c, int k, Mask u) {
+  // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
+  if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
+  EdgeResult e = edge(c, k, u);
+  if (e.kind == EdgeResult::absorb) return true;
+  if (e.kind == EdgeResult::brk) {
+    ex.immediate.ok = false;
+    ex.immediate.break_node = c;
+    ex.immediate.kind = e.why;
+    return false;
+  }
+  ex.children.push_back({{c, canon_u(c, e.u)}, e.dropped});
+  return true;
+}
+
+void Analyzer::expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegion& reg) {
+  for (auto [c, k] : uses_[v])
+    if (!reg.has(c) && !follow(ex, c, k, u)) return;
+  for (size_t i = 0; i < reg.nodes.size(); ++i) {
+    const int32_t x = reg.nodes[i];
+    if (reg.coef[i] == 0.0 || !live_[x]) continue;
+    if (is_output_[x]) {
+      break_at_output(ex, x);
+      return;
+    }
+    const Mask ux = canon_u(x, u);
+    for (auto [c, k] : uses_[x])
+      if (!reg.has(c) && !follow(ex, c, k, ux)) return;
+  }
+}
+
+// Concats along an axis of u whose parts all carry v's deviation unchanged (v itself, or
+// a sum/difference with v in the + slot): the routes from v into their parts together
+// put the same constant shift on every part, so they are followed as one route into
+// the concat. The other operands of those sums, and the parts' other uses, keep their own
+// routes (deviations are linear, so this only regroups routes).
+std::vector<int32_t> Analyzer::same_shift_concats(int32_t v, Mask u) {
+  std::vector<int32_t> concats;
   auto consider = [&](int32_t c) {
-    if (!has(bundles, c) && same_shift_concat(c, v, u)) bundles.push_back(c);
+    if (std::find(concats.begin(), concats.end(), c) == concats.end() &&
+        same_shift_concat(c, v, u))
+      concats.push_back(c);
   };
   for (auto [c, k] : uses_[v]) {
     if (g_.nodes[c].op == Op::concat) consider(c);
@@ -227,80 +138,81 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
       for (auto [c2, k2] : uses_[c])
         if (g_.nodes[c2].op == Op::concat) consider(c2);
   }
-  auto follow_bundle = [&](int32_t c) {
-    if (has(followed, c)) return;
-    followed.push_back(c);
-    if (live_[c]) ex.children.push_back({{c, canon_u(c, u)}, false});
-  };
-  for (auto [c, k] : uses_[v]) {
-    if (!bundles.empty()) {
-      if (has(bundles, c)) {
-        follow_bundle(c);
-        continue;
-      }
-      bool feeds_bundle = false;
-      if (carrier_slot(c, v, u) == k)
-        for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || has(bundles, c2);
-      if (feeds_bundle) {
-        if (!live_[c]) continue;
-        if (is_output_[c]) {
-          break_at_output(c);
-          return ex;
-        }
-        const Mask up = canon_u(c, edge(c, k, u).u);
-        for (auto [c2, k2] : uses_[c]) {
-          if (has(bundles, c2)) {
-            follow_bundle(c2);
-            continue;
-          }
-          if (!follow(c2, k2, up)) return ex;
-        }
-        continue;
-      }
+  return concats;
+}
+
+void Analyzer::follow_bundle(Expansion& ex, Bundles& bundles, int32_t c, Mask u) const {
+  if (bundles.followed_already(c)) return;
+  bundles.followed.push_back(c);
+  if (live_[c]) ex.children.push_back({{c, canon_u(c, u)}, false});
+}
+
+bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, int32_t c, int k) {
+  if (!bundles.concats.empty()) {
+    if (bundles.has(c)) {
+      follow_bundle(ex, bundles, c, u);
+      return true;
     }
-    if (is_mean_of(c, v, u) && live_[c]) {
-      // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+    bool feeds_bundle = false;
+    if (carrier_slot(c, v, u) == k)
+      for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || bundles.has(c2);
+    if (feeds_bundle) {
+      // A carrier of v into a bundled concat: the concat is one route, its other uses
+      // go on.
+      if (!live_[c]) return true;
       if (is_output_[c]) {
-        break_at_output(c);
-        return ex;
+        break_at_output(ex, c);
+        return false;
       }
-      const Mask um = canon_u(c, edge(c, 0, u).u);
+      const Mask up = canon_u(c, edge(c, k, u).u);
       for (auto [c2, k2] : uses_[c]) {
-        if (cancels_with_mean(c2, v, u)) continue;
-        if (has(bundles, c2)) {
-          follow_bundle(c2);
+        if (bundles.has(c2)) {
+          follow_bundle(ex, bundles, c2, u);
           continue;
         }
-        if (!follow(c2, k2, um)) return ex;
+        if (!follow(ex, c2, k2, up)) return false;
       }
-      continue;
+      return true;
     }
-    // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
-    // constant along u and B. A center of v keeps its other uses' routes.
-    if (const int32_t cn = center_partner(c, v); cn >= 0) {
-      if (!follow(c, k, u | norm_axes(cn))) return ex;
-      continue;
+  }
+  if (is_mean_of(c, v, u) && live_[c]) {
+    // mean/max(v, B ⊆ u, keepdims): its subtractions from v cancel; other uses go on.
+    if (is_output_[c]) {
+      break_at_output(ex, c);
+      return false;
     }
-    if (g_.nodes[c].op == Op::center) {
-      bool paired = false;
-      for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
-      if (paired) {
-        if (!live_[c]) continue;
-        const EdgeResult e = edge(c, k, u);
-        if (e.kind == EdgeResult::absorb) continue;  // the center's output is unchanged
-        if (is_output_[c]) {
-          break_at_output(c);
-          return ex;
-        }
-        const Mask uc = canon_u(c, e.u);
-        for (auto [c2, k2] : uses_[c])
-          if (center_partner(c2, v) != c && !follow(c2, k2, uc)) return ex;
+    const Mask um = canon_u(c, edge(c, 0, u).u);
+    for (auto [c2, k2] : uses_[c]) {
+      if (cancels_with_mean(c2, v, u)) continue;
+      if (bundles.has(c2)) {
+        follow_bundle(ex, bundles, c2, u);
         continue;
       }
+      if (!follow(ex, c2, k2, um)) return false;
     }
-    if (!follow(c, k, u)) return ex;
+    return true;
   }
-  return ex;
+  // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
+  // constant along u and B. A center of v keeps its other uses' routes.
+  if (const int32_t cn = center_partner(c, v); cn >= 0) return follow(ex, c, k, u | norm_axes(cn));
+  if (g_.nodes[c].op == Op::center) {
+    bool paired = false;
+    for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
+    if (paired) {
+      if (!live_[c]) return true;
+      const EdgeResult e = edge(c, k, u);
+      if (e.kind == EdgeResult::absorb) return true;  // the center's output is unchanged
+      if (is_output_[c]) {
+        break_at_output(ex, c);
+        return false;
+      }
+      const Mask uc = canon_u(c, e.u);
+      for (auto [c2, k2] : uses_[c])
+        if (center_partner(c2, v) != c && !follow(ex, c2, k2, uc)) return false;
+      return true;
+    }
+  }
+  return follow(ex, c, k, u);
 }
 
 Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
@@ -357,6 +269,69 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
   for (int32_t x : reg.nodes) cancels = coef(x) == 0.0 || cancels;
   if (!cancels) return {};
   return reg;
+}
+
+
+bool Analyzer::is_mean_of(int32_t m, int32_t v, Mask u) const {
+  const Node& node = g_.nodes[m];
+  if ((node.op != Op::mean && node.op != Op::max) || !node.keepdims) return false;
+  const ValueRef& r = g_.node_inputs[m][0];
+  if (r.kind != ValueRef::Kind::node || r.index != v) return false;
+  return subset(norm_axes(m), u);
+}
+
+int Analyzer::carrier_slot(int32_t p, int32_t v, Mask u) {
+  const Node& node = g_.nodes[p];
+  if ((node.op != Op::add && node.op != Op::sub) || zero_[p]) return -1;
+  if (!(out_shape(p) == out_shape(v))) return -1;
+  const auto& in = g_.node_inputs[p];
+  auto is_v = [&](int k) { return in[k].kind == ValueRef::Kind::node && in[k].index == v; };
+  for (int k = 0; k < 2; ++k) {
+    if (!is_v(k) || is_v(1 - k) || (node.op == Op::sub && k == 1)) continue;
+    const EdgeResult e = edge(p, k, u);
+    if (e.kind != EdgeResult::pass || e.dropped) return -1;
+    return k;
+  }
+  return -1;
+}
+
+bool Analyzer::same_shift_concat(int32_t c, int32_t v, Mask u) {
+  const Node& node = g_.nodes[c];
+  if (node.op != Op::concat) return false;
+  const int64_t ax = normalize_axis(node.axis, int64_t(out_shape(c).size()), node.name);
+  if ((u & bit(ax)) == 0 || out_shape(c).size() != out_shape(v).size()) return false;
+  bool carrier = false;
+  for (const ValueRef& x : g_.node_inputs[c]) {
+    if (x.kind != ValueRef::Kind::node) return false;
+    if (x.index == v) continue;
+    if (carrier_slot(x.index, v, u) < 0 && !is_mean_of(x.index, v, u)) return false;
+    carrier = true;
+  }
+  return carrier;
+}
+
+int32_t Analyzer::center_partner(int32_t s, int32_t v) const {
+  if (g_.nodes[s].op != Op::sub || !(out_shape(s) == out_shape(v))) return -1;
+  const auto& in = g_.node_inputs[s];
+  for (int k = 0; k < 2; ++k) {
+    const ValueRef& a = in[k];
+    const ValueRef& b = in[1 - k];
+    if (a.kind == ValueRef::Kind::node && a.index == v && b.kind == ValueRef::Kind::node &&
+        g_.nodes[b.index].op == Op::center && g_.node_inputs[b.index][0].kind == ValueRef::Kind::node &&
+        g_.node_inputs[b.index][0].index == v)
+      return b.index;
+  }
+  return -1;
+}
+
+bool Analyzer::cancels_with_mean(int32_t c, int32_t v, Mask u) const {
+  if (g_.nodes[c].op != Op::sub) return false;
+  const auto& in = g_.node_inputs[c];
+  for (int k = 0; k < 2; ++k)
+    if (in[k].kind == ValueRef::Kind::node && in[k].index == v &&
+        in[1 - k].kind == ValueRef::Kind::node && is_mean_of(in[1 - k].index, v, u))
+      return true;
+  return false;
 }
 
 }  // namespace lnv::analysis::detail

@@ -1,0 +1,106 @@
+// Outputs and means that do not depend on a node's input (docs/spec/semantics.md,
+// "Foldability"): a softmax along an axis of size 1, a center or norm over axes of size 1,
+// an LN of a value uniform along its axes, and means that are one constant (a softmax's
+// rows, a center's, an LN without weight's). What reaches the outputs only through them
+// does not make the input live.
+#include "core/analysis/analyzer.h"
+
+namespace lnv::analysis::detail {
+
+bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Trust& trust) const {
+  const Node& n = g_.nodes[c];
+  const Shape& s = g_.node_shapes[c];
+  if (zero[c]) return true;
+  if (n.op == Op::softmax) return s[normalize_axis(n.axis, int64_t(s.size()), n.name)] == 1;
+  if (n.op == Op::layer_norm) return ln_of_uniform(c, trust);
+  if (n.op == Op::center) {
+    for (int64_t a : normalize_axes(n.axes, int64_t(s.size()), n.name))
+      if (s[a] != 1) return false;
+    return true;
+  }
+  return false;
+}
+
+bool Analyzer::constant_mean(int32_t c, const Trust& trust) const {
+  const Node& m = g_.nodes[c];
+  const ValueRef& x = g_.node_inputs[c][0];
+  if (m.op != Op::mean || x.kind != ValueRef::Kind::node) return false;
+  const Shape& s = g_.node_shapes[x.index];
+  return constant_mean_over(x.index, analysis::mask_of(normalize_axes(m.axes, int64_t(s.size()), m.name)),
+                            trust);
+}
+
+bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) const {
+  const Node& n = g_.nodes[v];
+  const Shape& s = g_.node_shapes[v];
+  const int64_t R = int64_t(s.size());
+  // The mean over the node's own axes is constant, so is its mean over any superset.
+  auto own_inside = [&] {
+    const Mask own = analysis::mask_of(normalize_axes(n.axes, R, n.name)) & ~analysis::size1_mask(s);
+    return subset(own, axes);
+  };
+  switch (n.op) {
+    case Op::softmax:
+      return (axes & bit(normalize_axis(n.axis, R, n.name))) != 0;
+    case Op::center:
+      return own_inside();
+    case Op::layer_norm:
+      return n.weight.empty() && own_inside() && trusts(trust, v);
+    case Op::linear:
+    case Op::matmul:
+    case Op::embedding:
+    case Op::conv1d:
+    case Op::conv2d:
+    case Op::rnn:
+    case Op::attention:
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::scale:
+    case Op::dropout:
+    case Op::relu:
+    case Op::gelu:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::silu:
+    case Op::exp:
+    case Op::mean:
+    case Op::max:
+    case Op::transpose:
+    case Op::reshape:
+    case Op::concat:
+    case Op::rms_norm:
+    case Op::kCount:
+      return false;
+  }
+  return false;
+}
+
+bool Analyzer::only_constant_means(int32_t v, const std::vector<bool>& live,
+                                   const std::vector<bool>& zero, const Trust& trust) const {
+  if (is_output_[v]) return false;
+  bool any = false;
+  for (auto [c, k] : uses_[v]) {
+    if (!live[c] || ignores_inputs(c, zero, trust)) continue;
+    if (!constant_mean(c, trust)) return false;
+    any = true;
+  }
+  return any;
+}
+
+bool Analyzer::ln_of_uniform(int32_t v, const Trust& trust) const {
+  const Node& n = g_.nodes[v];
+  const ValueRef& in = g_.node_inputs[v][0];
+  if (!trusts(trust, v)) return false;
+  // A plan check (some LNs distrusted) reads the strict uniform axes, which no swap changes.
+  const std::vector<Mask>& uniform = trust.distrusted ? uniform_strict_ : uniform_;
+  const Shape& s = g_.node_shapes[v];
+  const Mask axes = analysis::mask_of(normalize_axes(n.axes, int64_t(s.size()), n.name)) &
+                    ~analysis::size1_mask(s);
+  if (axes == 0) return true;
+  return in.kind == ValueRef::Kind::node && size_t(in.index) < uniform.size() &&
+         subset(axes, uniform[in.index]);
+}
+
+}  // namespace lnv::analysis::detail
