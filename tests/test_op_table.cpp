@@ -3,6 +3,9 @@
 // JSON and written back as the table declares (kind, required or optional, default).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -87,7 +90,16 @@ TEST(OpTable, EveryAttributeRoundTrips) {
     SCOPED_TRACE(std::string(op_name(op)));
     json j = bare_node(op);
     for (const OpAttr& a : op_info(op).attrs) j[std::string(a.key)] = sample(a.kind, a.key);
-    EXPECT_EQ(node_to_json(parse_node(j, "/nodes/0")), j);
+    const Node n = parse_node(j, "/nodes/0");
+    EXPECT_EQ(node_to_json(n), j);
+    // Node::param_attrs() lists every param attribute (finalize resolves them from it).
+    const auto params = n.param_attrs();
+    for (const OpAttr& a : op_info(op).attrs) {
+      if (a.kind != AttrKind::param) continue;
+      const std::pair<std::string, std::string> entry(a.key, "p_" + std::string(a.key));
+      EXPECT_NE(std::find(params.begin(), params.end(), entry), params.end())
+          << a.key << " is missing from Node::param_attrs()";
+    }
     // An int-or-list attribute given as one int stays one int.
     for (const OpAttr& a : op_info(op).attrs)
       if (a.kind == AttrKind::integer_or_list) j[std::string(a.key)] = 2;
@@ -182,6 +194,20 @@ TEST(OpTable, UnknownAttributesListWhatTheOpTakes) {
   json add = bare_node(Op::add);
   add["eps"] = 1e-5;
   EXPECT_EQ(error(add), "/nodes/0/eps: op add has no attribute 'eps' (it takes: none) (node 'n')");
+}
+
+// Every op occurs in some golden model (tests/golden/, run by test_golden), so each has
+// verdicts derived by hand checked against the analysis, and exactly checked folds.
+TEST(OpTable, EveryOpOccursInAGoldenModel) {
+  std::set<std::string> used;
+  for (const auto& e : std::filesystem::directory_iterator(LNV_SOURCE_DIR "/tests/golden")) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    const json model = json::parse(in);
+    for (const json& n : model.at("nodes")) used.insert(n.at("op").get<std::string>());
+  }
+  for (Op op : all_ops())
+    EXPECT_TRUE(used.count(std::string(op_name(op)))) << "no golden model uses " << op_name(op);
 }
 
 }  // namespace
