@@ -11,7 +11,7 @@ PACKAGES=(
   librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev
   libtorch-dev libopenblas0-openmp
   libonnx-dev libprotobuf-dev libonnx-testdata
-  python3-torch python3-onnx
+  python3-torch python3-torchvision python3-onnx
 )
 
 missing=()
