@@ -118,25 +118,38 @@ bool path_inside(const fs::path& p, const fs::path& dir) {
   return dir_end == cd.end();
 }
 
-std::string read_external_data(const ox::TensorProto& tp, const std::string& where,
-                               const FileContext& ctx, int64_t expected_bytes) {
-  std::string location;
-  int64_t offset = 0;
-  std::optional<int64_t> length;
-  for (const auto& kv : tp.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = parse_nonnegative(kv.value(), where, "offset");
-    else if (kv.key() == "length") length = parse_nonnegative(kv.value(), where, "length");
-  }
+std::string external_location(const ox::TensorProto& tp) {
+  for (const auto& kv : tp.external_data())
+    if (kv.key() == "location") return kv.value();
+  return "";
+}
+
+// The external data file of `tp`, refused unless it lies inside the model's folder
+// (no absolute path, no "..", no symlink leading out).
+fs::path external_path(const ox::TensorProto& tp, const std::string& where, const fs::path& model_dir) {
+  const std::string location = external_location(tp);
   if (location.empty()) throw ModelError(where, "external data without a location");
   const fs::path loc(location);
   bool escapes = loc.is_absolute() || loc.has_root_name() || loc.has_root_directory();
   for (const fs::path& part : loc)
     if (part == "..") escapes = true;
-  const fs::path full = ctx.model_dir / loc;
-  if (escapes || !path_inside(full, ctx.model_dir))
+  const fs::path full = model_dir / loc;
+  if (escapes || !path_inside(full, model_dir))
     throw ModelError(where, "external data location " + in_quotes(location) +
                                 " is outside the model's folder; refused");
+  return full;
+}
+
+std::string read_external_data(const ox::TensorProto& tp, const std::string& where,
+                               const FileContext& ctx, int64_t expected_bytes) {
+  int64_t offset = 0;
+  std::optional<int64_t> length;
+  for (const auto& kv : tp.external_data()) {
+    if (kv.key() == "offset") offset = parse_nonnegative(kv.value(), where, "offset");
+    else if (kv.key() == "length") length = parse_nonnegative(kv.value(), where, "length");
+  }
+  const std::string location = external_location(tp);
+  const fs::path full = external_path(tp, where, ctx.model_dir);
   std::error_code ec;
   if (!fs::is_regular_file(full, ec))
     throw ModelError(where, "external data file " + in_quotes(location) + " is missing");
@@ -512,7 +525,7 @@ std::string read_file(const fs::path& path) {
 
 // ONNX's check_model(ModelProto), with the schemas of opsets newer than this ONNX release
 // knows (onnx/newer_opsets.h) visible to it.
-void run_checker(const ox::ModelProto& mp, const std::string& file) {
+void run_checker(const ox::ModelProto& mp, const fs::path& model_dir, const std::string& file) {
   try {
     if (!mp.ir_version()) throw ox::checker::ValidationError("The model does not have an ir_version set properly.");
     if (mp.ir_version() > ox::IR_VERSION) throw ox::checker::ValidationError("Your model ir_version is higher than the checker's.");
@@ -523,6 +536,7 @@ void run_checker(const ox::ModelProto& mp, const std::string& file) {
     ctx.set_ir_version(static_cast<int>(mp.ir_version()));
     ctx.set_opset_imports(opsets);
     ctx.set_schema_registry(newer_opset_registry());
+    ctx.set_model_dir(model_dir.string());
     ox::checker::LexicalScopeContext lex;
     ox::checker::check_graph(mp.graph(), ctx, lex);
     if (ctx.get_ir_version() >= 8) ox::checker::check_model_local_functions(mp, ctx, lex);
@@ -617,7 +631,13 @@ Model load_onnx(const fs::path& path, const DimBindings& dims) {
   if (!ox::ParseProtoFromBytes(&mp, bytes.data(), bytes.size()))
     throw ModelError(file, "not an ONNX model: the bytes do not parse as an ONNX ModelProto "
                            "(truncated, or not ONNX)");
-  run_checker(mp, file);
+  const fs::path model_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  // Before the checker, which looks for external data files: none may lie outside the
+  // model's folder.
+  for (const auto& t : mp.graph().initializer())
+    if (t.data_location() == ox::TensorProto::EXTERNAL)
+      external_path(t, file + ": initializer " + in_quotes(t.name()), model_dir);
+  run_checker(mp, model_dir, file);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
   return decode_model(mp, path);
