@@ -539,7 +539,7 @@ std::vector<Tensor> eval_reshape(const Args& a) {
   const bool allow_zero = a.int_attr("allowzero", 0) != 0;
   Dims dims;
   std::optional<size_t> infer;
-  int64_t known = 1;
+  __int128 known = 1;
   for (size_t k = 0; k < shape.size(); ++k) {
     int64_t d = shape[k];
     if (d == 0 && !allow_zero) {
@@ -555,11 +555,12 @@ std::vector<Tensor> eval_reshape(const Args& a) {
     if (d < 0) a.fail("Reshape's shape has the negative dim " + std::to_string(d));
     dims.push_back(d);
     known *= d;
+    if (known > std::numeric_limits<int64_t>::max()) a.fail("Reshape's shape overflows int64");
   }
   const int64_t n = x.numel();
   if (infer) {
     if (known == 0 || n % known != 0) a.fail("Reshape cannot infer the -1 dim");
-    dims[*infer] = n / known;
+    dims[*infer] = static_cast<int64_t>(n / known);
   }
   if (numel_of(dims) != n) a.fail("Reshape changes the number of elements");
   return {with_dims(x, dims)};
@@ -643,7 +644,7 @@ std::vector<Tensor> eval_range(const Args& a) {
   if (count > kMaxFoldedElements) throw NotFolded{};
   Tensor out = make_tensor(start.type, {static_cast<int64_t>(count)});
   for (size_t i = 0; i < out.ints.size(); ++i)
-    out.ints[i] = wrap_to(start.type, s + static_cast<int64_t>(i) * d);
+    out.ints[i] = wrap_to(start.type, wrapping(s, wrapping(static_cast<int64_t>(i), d, '*'), '+'));
   return {out};
 }
 
@@ -684,7 +685,10 @@ std::vector<Tensor> eval_slice(const Args& a) {
       b = std::clamp(b, int64_t{0}, d - 1);
       e = std::clamp(e, int64_t{-1}, d - 1);
     }
-    const int64_t len = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e - s - 1) / (-s) : 0);
+    // ceil(|e - b| / |s|) elements, in 128 bits: a step may be near INT64_MIN/MAX.
+    const __int128 span = s > 0 ? static_cast<__int128>(e) - b : static_cast<__int128>(b) - e;
+    const __int128 stride = s > 0 ? static_cast<__int128>(s) : -static_cast<__int128>(s);
+    const auto len = static_cast<int64_t>(span > 0 ? (span - 1) / stride + 1 : 0);
     begin[static_cast<size_t>(ax)] = b;
     step[static_cast<size_t>(ax)] = s;
     dims[static_cast<size_t>(ax)] = len;
@@ -814,6 +818,9 @@ std::optional<std::vector<Tensor>> evaluate_node(const Node& node,
     return outputs;
   } catch (const NotFolded&) {
     return std::nullopt;
+  } catch (const ModelError& e) {
+    if (!e.where().empty()) throw;
+    throw ModelError(where, e.what());  // from Tensor::numel, which knows no place
   }
 }
 
