@@ -754,6 +754,24 @@ std::vector<Tensor> eval_scatter_nd(const Args& a) {
   return {out};
 }
 
+// The indices of the non-zero elements, one row per axis, in row-major order.
+std::vector<Tensor> eval_non_zero(const Args& a) {
+  const Tensor& x = a.in(0);
+  const Dims strides = strides_of(x.dims);
+  std::vector<int64_t> hits;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.is_float() ? x.floats[static_cast<size_t>(i)] != 0 : x.ints[static_cast<size_t>(i)] != 0)
+      hits.push_back(i);
+  const auto rank = static_cast<int64_t>(x.dims.size());
+  const auto count = static_cast<int64_t>(hits.size());
+  Tensor out = make_tensor(ElemType::Int64, {rank, count});
+  for (int64_t k = 0; k < rank; ++k)
+    for (int64_t j = 0; j < count; ++j)
+      out.ints[static_cast<size_t>(k * count + j)] =
+          hits[static_cast<size_t>(j)] / strides[static_cast<size_t>(k)] % x.dims[static_cast<size_t>(k)];
+  return {out};
+}
+
 using Evaluator = std::function<std::vector<Tensor>(const Args&, const std::string&)>;
 
 template <class F>
@@ -786,6 +804,7 @@ const std::map<std::string, Evaluator>& evaluators() {
     t["Range"] = plain(eval_range);
     t["Slice"] = plain(eval_slice);
     t["ScatterND"] = plain(eval_scatter_nd);
+    t["NonZero"] = plain(eval_non_zero);
     return t;
   }();
   return table;

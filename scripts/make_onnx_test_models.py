@@ -7,7 +7,9 @@ installs them); run with the system Python:
     /usr/bin/python3 scripts/make_onnx_test_models.py [OUT_DIR]
 
 Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm) and
-opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add), with
+opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
+model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
+Squeeze with axes attributes, arange as ConstantOfShape/NonZero), with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
 Range, Equal/Where/Expand). Every parameter is perturbed before export so that no two
@@ -143,12 +145,12 @@ def main():
     ids = torch.randint(0, 64, (2, 8))
     images = torch.randn(2, 3, 16, 16)
     models = [
-        ("gpt2_tiny", perturb(TinyGPT2()), ids, "input_ids", {0: "batch", 1: "seq"}),
-        ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}),
-        ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}),
+        ("gpt2_tiny", perturb(TinyGPT2()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 11)),
+        ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
+        ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
     ]
-    for name, model, example, input_name, dynamic in models:
-        for opset in (17, 14):
+    for name, model, example, input_name, dynamic, opsets in models:
+        for opset in opsets:
             export(model, example, input_name, dynamic, os.path.join(out, f"{name}_opset{opset}.onnx"), opset)
 
 
