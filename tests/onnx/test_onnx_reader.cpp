@@ -386,6 +386,46 @@ TEST_F(OnnxReader, Opset18ReduceMeanTakesAxesAsAnInput) {
   EXPECT_EQ(fold_constants(model).model.graph.nodes.size(), 2u);
 }
 
+TEST_F(OnnxReader, Opset9SliceAndUnsqueezeTakeTheirAttributes) {
+  ox::ModelProto m = identity_model(9);
+  auto* g = m.mutable_graph();
+  auto* x = g->add_initializer();
+  x->set_name("c");
+  x->set_data_type(ox::TensorProto::INT64);
+  x->add_dims(2);
+  x->add_dims(3);
+  for (int v = 0; v < 6; ++v) x->add_int64_data(v);
+  auto node = [&](const char* name, const char* op, const char* in, const char* out) {
+    auto* n = g->add_node();
+    n->set_name(name);
+    n->set_op_type(op);
+    n->add_input(in);
+    n->add_output(out);
+    return n;
+  };
+  auto ints = [](ox::NodeProto* n, const char* name, std::vector<int64_t> values) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(ox::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  };
+  auto* slice = node("slice", "Slice", "c", "s");  // rows [0,1), columns [-2, end)
+  ints(slice, "starts", {0, -2});
+  ints(slice, "ends", {1, 1000});
+  ints(slice, "axes", {0, 1});
+  ints(node("unsqueeze", "Unsqueeze", "s", "u"), "axes", {0});
+  ints(node("squeeze", "Squeeze", "u", "q"), "axes", {1});
+  add_value(g->add_output(), "q", {1, 2}, ox::TensorProto::INT64);
+  const FoldResult r = fold_constants(load_onnx(write(m)));
+  const Initializer* q = r.model.graph.initializer("q");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->value.dims, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(q->value.ints, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(r.model.graph.initializer("c"), nullptr);  // read only by folded nodes
+  EXPECT_EQ(r.stats.nodes_folded, 3u);
+  EXPECT_EQ(r.model.graph.nodes.size(), 1u);  // the Identity of the graph input
+}
+
 TEST_F(OnnxReader, AFoldErrorNamesTheNode) {
   ox::ModelProto m = identity_model();
   auto* g = m.mutable_graph();
