@@ -597,8 +597,11 @@ void bind_input_dims(ox::GraphProto& gp, const DimBindings& dims, const std::str
 
 void run_shape_inference(ox::ModelProto& mp, const std::string& file) {
   try {
+    // No data propagation: ONNX 1.12's Shape propagator dereferences a missing input
+    // type (a Split with bad sizes made it crash). The folder propagates shape values
+    // itself and runs inference again after each round.
     ox::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
-                                      /*enable_data_propagation=*/true);
+                                      /*enable_data_propagation=*/false);
     ox::shape_inference::InferShapes(mp, newer_opset_registry(), options);
   } catch (const std::exception& e) {
     throw ModelError(file, std::string("ONNX shape inference failed: ") + e.what());
