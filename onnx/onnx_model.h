@@ -184,8 +184,9 @@ void save_onnx(const Model& model, const std::filesystem::path& path);
 std::map<std::string, std::vector<int64_t>> static_shapes(const Graph& graph);
 
 // Runs ONNX shape inference over `model` again (after a rewrite such as constant
-// folding) and replaces graph.value_info with its results. Float initializers are passed
-// without their data: inference needs their types and dims only.
+// folding) and replaces graph.value_info and the outputs' types with its results. Float
+// initializers over 4096 elements are passed without their data (inference needs the
+// values of small ones only, such as Resize's scales).
 void infer_shapes(Model& model);
 
 }  // namespace lnv::onnx_import

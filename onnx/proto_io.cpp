@@ -29,6 +29,10 @@ namespace ox = ::onnx;
 // external data file of 2^34 elements is not a model lnverify can evaluate exactly).
 constexpr int64_t kMaxElements = int64_t{1} << 34;
 
+// Shape inference gets the data of float initializers up to this size (Resize's scales,
+// say) and only the type and dims of larger ones (weights).
+constexpr int64_t kSmallFloatTensor = 4096;
+
 struct FileContext {
   std::string file;  // prefixes errors
   fs::path model_dir;
@@ -471,7 +475,9 @@ void encode_graph(const Graph& g, bool float_data, ox::GraphProto* gp) {
   for (const auto& v : g.outputs) encode_value_info(v, gp->add_output());
   for (const auto& v : g.value_info) encode_value_info(v, gp->add_value_info());
   for (const auto& init : g.initializers)
-    encode_tensor(init.value, init.name, float_data || !init.value.is_float(), gp->add_initializer());
+    encode_tensor(init.value, init.name,
+                  float_data || !init.value.is_float() || init.value.numel() <= kSmallFloatTensor,
+                  gp->add_initializer());
   for (const Node& n : g.nodes) {
     auto* np = gp->add_node();
     np->set_name(n.name);

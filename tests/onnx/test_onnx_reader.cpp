@@ -317,6 +317,9 @@ TEST_F(OnnxReader, SymbolicDimsAreBoundByNameOrNamedInTheError) {
   const Model model = load_onnx(p, {{"batch", 5}});
   EXPECT_EQ(model.graph.inputs[0].static_dims(), (std::vector<int64_t>{5, 3}));
 
+  dims->mutable_dim(1)->set_dim_value(-3);
+  EXPECT_CONTAINS(load_error(write(m), {{"batch", 5}}), "m.onnx");
+  EXPECT_CONTAINS(load_error(write(m), {{"batch", 5}}), "-3");
   dims->mutable_dim(1)->Clear();  // neither a value nor a name
   EXPECT_CONTAINS(load_error(write(m), {{"batch", 5}}),
                   "input 'x': dim 1 has neither a size nor a name");
