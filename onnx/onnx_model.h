@@ -54,7 +54,7 @@ struct Tensor {
   std::vector<double> floats;
   std::vector<int64_t> ints;
 
-  int64_t numel() const;
+  int64_t numel() const;  // throws lnv::ModelError (no place) on a negative dim or overflow
   bool is_float() const { return is_float_type(type); }
 };
 
@@ -172,8 +172,8 @@ using DimBindings = std::map<std::string, int64_t>;
 // unnamed or unbound symbolic dim, or a tensor's data is malformed or unsupported.
 Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {});
 
-// Reads one serialized TensorProto (ONNX's test_data_set_*/input_0.pb). `where` names it
-// in errors.
+// Reads one serialized TensorProto (ONNX's test_data_set_*/input_0.pb); errors name the
+// file.
 Tensor load_tensor_pb(const std::filesystem::path& path);
 
 // Writes `model` as a .onnx file (initializers inline, as raw_data).
