@@ -247,6 +247,36 @@ std::vector<Tensor> eval_arithmetic(const Args& a, const std::string& op) {
                  }, {})};
 }
 
+// Pow: the exponent may have another element type than the base; the result has the
+// base's. Integer bases with integer exponents multiply exactly (wrapping); otherwise the
+// power is taken in double and rounded (or truncated) to the base's type.
+std::vector<Tensor> eval_pow(const Args& a) {
+  const Tensor& x = a.in(0);
+  const Tensor& y = a.in(1);
+  const Dims dims = broadcast_dims({x.dims, y.dims}, a);
+  Tensor out = make_tensor(x.type, dims);
+  const auto mx = broadcast_map(x.dims, dims);
+  const auto my = broadcast_map(y.dims, dims);
+  for (size_t i = 0; i < mx.size(); ++i) {
+    const double e = y.is_float() ? y.floats[my[i]] : static_cast<double>(y.ints[my[i]]);
+    if (x.is_float()) {
+      out.floats[i] = round_to(x.type, std::pow(x.floats[mx[i]], e));
+    } else if (!y.is_float() && y.ints[my[i]] >= 0) {
+      int64_t r = 1, base = x.ints[mx[i]];
+      for (int64_t n = y.ints[my[i]]; n > 0; n >>= 1) {  // by squaring, wrapping
+        if (n & 1) r = wrapping(r, base, '*');
+        base = wrapping(base, base, '*');
+      }
+      out.ints[i] = wrap_to(x.type, r);
+    } else {
+      const double v = std::pow(static_cast<double>(x.ints[mx[i]]), e);
+      if (!std::isfinite(v) || std::fabs(v) >= 9.2e18) throw NotFolded{};
+      out.ints[i] = wrap_to(x.type, static_cast<int64_t>(v));
+    }
+  }
+  return {out};
+}
+
 std::vector<Tensor> eval_comparison(const Args& a, const std::string& op) {
   auto cmp = [&op](auto x, auto y) -> bool {
     if (op == "Equal") return x == y;
@@ -787,6 +817,7 @@ const std::map<std::string, Evaluator>& evaluators() {
     for (const char* op : {"Not", "And", "Or", "Xor"}) t[op] = eval_logical;
     for (const char* op : {"Min", "Max"}) t[op] = eval_min_max;
     for (const char* op : {"Floor", "Ceil", "Sqrt", "Neg", "Abs", "Reciprocal"}) t[op] = eval_unary;
+    t["Pow"] = plain(eval_pow);
     t["Where"] = plain(eval_where);
     t["Cast"] = plain(eval_cast);
     t["Shape"] = plain(eval_shape);
