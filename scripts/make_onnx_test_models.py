@@ -9,7 +9,8 @@ installs them); run with the system Python:
 Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm) and
 opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
 model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
-Squeeze with axes attributes, arange as ConstantOfShape/NonZero), with
+Squeeze with axes attributes, arange as ConstantOfShape/NonZero); torchvision's Swin
+Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
 Range, Equal/Where/Expand). Every parameter is perturbed before export so that no two
@@ -124,6 +125,14 @@ def tiny_vit():
                                                 num_classes=10)
 
 
+def tiny_swin():
+    """torchvision's SwinTransformer: shifted windows (torch.roll, an attention mask built
+    with slices and ScatterND-style assignments), relative position bias, patch merging."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[1, 2],
+                           window_size=[4, 4], num_classes=4)
+
+
 def export(model, example, input_name, dynamic, path, opset):
     # Grad stays enabled so nn.TransformerEncoder takes its exportable (non-fast) path.
     with torch.enable_grad():
@@ -148,6 +157,7 @@ def main():
         ("gpt2_tiny", perturb(TinyGPT2()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 11)),
         ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
         ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
+        ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17,)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:
