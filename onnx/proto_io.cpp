@@ -144,6 +144,27 @@ fs::path external_path(const ox::TensorProto& tp, const std::string& where, cons
   return full;
 }
 
+// external_path for every tensor of `g` stored externally: initializers, and tensors in
+// node attributes (Constant values, subgraphs), recursively.
+void check_external_locations(const ox::GraphProto& g, const fs::path& model_dir,
+                              const std::string& file) {
+  auto check = [&](const ox::TensorProto& t, const std::string& where) {
+    if (t.data_location() == ox::TensorProto::EXTERNAL) external_path(t, where, model_dir);
+  };
+  for (const auto& t : g.initializer()) check(t, file + ": initializer " + in_quotes(t.name()));
+  for (const auto& n : g.node()) {
+    const std::string where = file + ": node " + in_quotes(n.name()) + " (" + n.op_type() + ")";
+    for (const auto& a : n.attribute()) {
+      check(a.t(), where);
+      for (const auto& t : a.tensors()) check(t, where);
+      check(a.sparse_tensor().values(), where);
+      check(a.sparse_tensor().indices(), where);
+      if (a.has_g()) check_external_locations(a.g(), model_dir, file);
+      for (const auto& sub : a.graphs()) check_external_locations(sub, model_dir, file);
+    }
+  }
+}
+
 std::string read_external_data(const ox::TensorProto& tp, const std::string& where,
                                const FileContext& ctx, int64_t expected_bytes) {
   int64_t offset = 0;
@@ -643,9 +664,7 @@ Model load_onnx(const fs::path& path, const DimBindings& dims) {
   const fs::path model_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   // Before the checker, which looks for external data files: none may lie outside the
   // model's folder.
-  for (const auto& t : mp.graph().initializer())
-    if (t.data_location() == ox::TensorProto::EXTERNAL)
-      external_path(t, file + ": initializer " + in_quotes(t.name()), model_dir);
+  check_external_locations(mp.graph(), model_dir, file);
   run_checker(mp, model_dir, file);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);

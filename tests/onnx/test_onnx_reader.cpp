@@ -200,6 +200,24 @@ TEST_F(OnnxReader, RefusesExternalDataOutsideTheFolderMissingOrShort) {
     EXPECT_CONTAINS(err, "initializer 'w'");
     EXPECT_CONTAINS(err, "outside the model's folder");
   }
+  {  // a Constant node's tensor is checked too
+    ox::ModelProto m = identity_model();
+    auto* n = m.mutable_graph()->add_node();
+    n->set_name("const");
+    n->set_op_type("Constant");
+    n->add_output("k");
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(ox::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(ox::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(3);
+    a->mutable_t()->set_data_location(ox::TensorProto::EXTERNAL);
+    auto* e = a->mutable_t()->add_external_data();
+    e->set_key("location");
+    e->set_value("../outside.bin");
+    const std::string err = load_error(write(m));
+    EXPECT_CONTAINS(err, "node 'const' (Constant): external data location '../outside.bin' is outside");
+  }
   fs::create_symlink(dir_ / "outside.bin", dir_ / "model" / "link.bin");
   EXPECT_CONTAINS(with_location("link.bin", ""), "outside the model's folder");
 
