@@ -490,7 +490,8 @@ std::vector<Tensor> eval_concat(const Args& a) {
   const Tensor& first = a.in(0);
   const auto rank = static_cast<int64_t>(first.dims.size());
   if (rank == 0) a.fail("Concat of scalars");
-  const int64_t axis = normalize_axis(a.int_attr("axis", std::numeric_limits<int64_t>::min()), rank, a);
+  if (!a.attr("axis")) a.fail("Concat needs an axis");
+  const int64_t axis = normalize_axis(a.int_attr("axis", 0), rank, a);
   Dims dims = first.dims;
   dims[static_cast<size_t>(axis)] = 0;
   std::vector<const Tensor*> ts;
@@ -656,13 +657,19 @@ std::vector<Tensor> eval_range(const Args& a) {
   for (const Tensor* t : {&start, &limit, &delta})
     if (t->numel() != 1) a.fail("Range's inputs must be scalars");
   if (start.is_float()) {
+    // As Range's function body in the spec: the count from Sub, Div and Ceil in the
+    // element type, the values by adding delta in the element type.
+    const ElemType t = start.type;
     const double s = start.floats[0], l = limit.floats[0], d = delta.floats[0];
     if (d == 0) a.fail("Range's delta is zero");
-    const double count = std::max(std::ceil((l - s) / d), 0.0);
+    const double count = std::max(std::ceil(round_to(t, round_to(t, l - s) / d)), 0.0);
     if (!(count <= static_cast<double>(kMaxFoldedElements))) throw NotFolded{};
-    Tensor out = make_tensor(start.type, {static_cast<int64_t>(count)});
-    for (size_t i = 0; i < out.floats.size(); ++i)
-      out.floats[i] = round_to(start.type, s + static_cast<double>(i) * d);
+    Tensor out = make_tensor(t, {static_cast<int64_t>(count)});
+    double v = s;
+    for (double& o : out.floats) {
+      o = v;
+      v = round_to(t, v + d);
+    }
     return {out};
   }
   const int64_t s = start.ints[0], l = limit.ints[0], d = delta.ints[0];
