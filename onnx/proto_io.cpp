@@ -6,13 +6,12 @@
 #include <onnx/proto_utils.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
-#include <algorithm>
 
 #include "core/error.h"
 #include "onnx/float_formats.h"
