@@ -43,10 +43,10 @@ class Folder {
     while (true) {
       ++result.stats.rounds;
       if (!fold_round(static_shapes(current.graph), result.stats)) break;
-      current = assemble(nullptr);
+      current = assemble(current.graph, nullptr);
       infer_shapes(current);
     }
-    result.model = assemble(&result.stats);
+    result.model = assemble(current.graph, &result.stats);
     result.stats.nodes_after = result.model.graph.nodes.size();
     return result;
   }
@@ -93,9 +93,10 @@ class Folder {
   }
 
   // The graph without the folded nodes and the nodes nothing needs; folded values that
-  // remaining nodes or graph outputs read become initializers. `stats` (when given)
-  // receives the counts.
-  Model assemble(FoldStats* stats) const {
+  // remaining nodes or graph outputs read become initializers. Value types and shapes
+  // come from `typed` (the latest shape inference). `stats` (when given) receives the
+  // counts.
+  Model assemble(const Graph& typed, FoldStats* stats) const {
     const Graph& g = model_.graph;
     std::set<std::string> needed;
     for (const ValueInfo& v : g.outputs) needed.insert(v.name);
@@ -146,8 +147,9 @@ class Folder {
         ++added;
       }
     }
-    for (const ValueInfo& v : g.value_info)
+    for (const ValueInfo& v : typed.value_info)
       if (produced.count(v.name)) out.graph.value_info.push_back(v);
+    out.graph.outputs = typed.outputs;
     if (stats) {
       stats->initializers_added = added;
       stats->initializers_removed = removed;

@@ -10,7 +10,6 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <set>
 
 #include "core/error.h"

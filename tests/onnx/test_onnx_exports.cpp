@@ -1,8 +1,8 @@
 // Real torch.onnx exports (tests/data/onnx/, made by scripts/make_onnx_test_models.py):
 // with the batch and sequence dims bound, folding leaves no shape arithmetic (no node
-// computes an integer tensor that is read; Reshape, Expand and Pad read constant shapes)
-// and keeps every compute op the export holds; the folded model passes ONNX's checker
-// when written out.
+// computes an integer tensor that is read; Reshape, Expand and Pad read constant shapes;
+// every value read has a static shape) and keeps every compute op the export holds; the
+// folded model passes ONNX's checker when written out.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -55,11 +55,14 @@ TEST_P(OnnxExports, FoldingLeavesOnlyTheComputeGraph) {
   std::set<std::string> read;  // values a node or the graph's outputs read
   for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
   for (const ValueInfo& v : g.outputs) read.insert(v.name);
+  const auto shapes = static_shapes(g);
   for (const Node& n : g.nodes) {
     for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
       EXPECT_NE(n.op_type, op) << n.name;
     if (n.op_type == "Reshape" || n.op_type == "Expand" || n.op_type == "Pad")
       EXPECT_NE(g.initializer(n.inputs.at(1)), nullptr) << n.name << " reads a computed shape";
+    for (const auto& out : n.outputs)  // every value read has a static shape
+      if (read.count(out)) EXPECT_TRUE(shapes.count(out)) << out << " has no static shape";
     for (const auto& out : n.outputs)  // (Dropout's unread mask output is bool)
       if (read.count(out))
         EXPECT_TRUE(is_float_type(type_of(g, out)))
