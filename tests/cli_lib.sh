@@ -21,6 +21,8 @@ run() {
 }
 # has NAME PATTERN: the last output matches PATTERN (extended regex).
 has() { if grep -Eq -- "$2" "$T/out"; then ok "$1"; else bad "$1: output lacks /$2/"; fi; }
+# lacks NAME PATTERN: the last output does not match PATTERN (extended regex).
+lacks() { if grep -Eq -- "$2" "$T/out"; then bad "$1: output matches /$2/"; else ok "$1"; fi; }
 # absent NAME FILE: FILE must not exist (no partial output).
 absent() { if [ ! -e "$2" ]; then ok "$1"; else bad "$1: $2 exists"; fi; }
 
