@@ -55,7 +55,8 @@ printf 'old report' > "$T/r9.json"; cp "$T/r9.json" "$T/r9.copy"
 run "fold -o naming a directory, over existing files" 2 "$LNV" fold "$EX" -o "$T/mdir" --weights "$T/w9.safetensors" --json "$T/r9.json"
 same "-o naming a directory: existing weights untouched" "$T/w9.safetensors" "$T/w9.copy"
 same "-o naming a directory: existing report untouched" "$T/r9.json" "$T/r9.copy"
-ls -a "$T" "$T/mdir" | grep -q '\.tmp-' && bad "temporary files left" || ok "no temporary files left"
+left="$(find "$T" -name '*.tmp-*')"
+[ -z "$left" ] && ok "no temporary files left" || bad "temporary files left: $left"
 
 # --- a path the user gave that cannot be created: bad input, not an internal error -------
 printf 'a file' > "$T/plain"

@@ -14,9 +14,9 @@ has "audit table lists ln_f" "^ln_f +yes"
 has "audit summary line" "of 5 LayerNorms foldable"
 has "audit names the training-mode dropout" "drop_emb"
 run "audit --json" 0 "$LNV" audit "$EX" --json "$T/report.json"
-has "json written" "" && grep -q '"format": *"lnverify.report"' "$T/report.json" \
-  && grep -q '"layer_norms"' "$T/report.json" && ok "report has format and layer_norms" \
-  || bad "report.json lacks format/layer_norms"
+[ -s "$T/report.json" ] && ok "json written" || bad "json written: $T/report.json missing or empty"
+grep -q '"format": *"lnverify.report"' "$T/report.json" && grep -q '"layer_norms"' "$T/report.json" \
+  && ok "report has format and layer_norms" || bad "report.json lacks format/layer_norms"
 
 # --- fold: writes a valid model, never its input, never a partial file -------------------
 run "fold inference" 0 "$LNV" fold "$EX" -o "$T/folded.json"
