@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   if (!args.empty() && !known && args[0].size() > 0 && args[0][0] != '-')
     args.insert(args.begin(), "audit");
 
-  CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation"};
+  CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation",
+               "lnverify"};
   app.require_subcommand(1);
   std::map<std::string, Action> actions;
   std::map<const CLI::App*, std::string> names;

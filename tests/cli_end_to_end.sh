@@ -8,6 +8,10 @@ source "$(dirname "$0")/cli_lib.sh" "$1"
 
 EX="$ROOT/examples/gpt2_tiny.json"
 
+# --- help ------------------------------------------------------------------------------
+run "--help" 0 "$LNV" --help
+has "--help names the program" "^Usage: lnverify \[OPTIONS\] SUBCOMMAND"
+
 # --- audit: the main answer -------------------------------------------------------------
 run "audit of the shipped GPT-2 example" 0 "$LNV" "$EX"
 has "audit table lists ln_f" "^ln_f +yes"
