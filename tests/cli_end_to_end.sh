@@ -112,6 +112,7 @@ cat > "$T/cycle.json" <<'JSON'
 JSON
 run "cycle" 2 "$LNV" eval "$T/cycle.json"
 has "cycle: names a node on it" "cycle.*'(a|b)'"
+has "cycle: names the file" "cycle\.json: .*cycle"
 
 cat > "$T/shape.json" <<'JSON'
 {"format": "lnverify.model", "version": 1, "name": "shape",

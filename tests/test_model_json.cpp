@@ -621,6 +621,16 @@ TEST(ModelJsonErrors, Cycle) {
                "node 'h'");
 }
 
+TEST(ModelJsonErrors, ACycleIsNamedByNodesOnIt) {
+  // ln reads s, which is on the cycle h -> s -> h; ln, listed first, is not on it.
+  const std::string e = error_after([](json& j) {
+    std::swap(j["nodes"][0], j["nodes"][3]);
+    j["nodes"][3]["inputs"] = {"s"};
+  });
+  EXPECT_ERROR(e, "cycle through node 's' (/nodes/2 (node 's'))", "'s' -> 'h' -> 's'");
+  EXPECT_EQ(e.find("'ln'"), std::string::npos) << e;
+}
+
 TEST(ModelJsonErrors, DuplicateAndBadNames) {
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][2]["name"] = "x"; }), "/nodes/2",
                "duplicate name 'x'");
@@ -754,6 +764,14 @@ TEST_F(ModelJson, DeepNestingIsAnErrorNamingFileAndPath) {
   const Graph g = load_model((dir_ / "ok.json").string());
   save_model(g, (dir_ / "saved.json").string());
   EXPECT_EQ(load_model((dir_ / "saved.json").string()).meta, g.meta);
+}
+
+TEST_F(ModelJson, ACycleNamesTheFile) {
+  json j = json::parse(kSmall);
+  j["nodes"][0]["inputs"] = {"s"};
+  write_text(dir_ / "cycle.json", j.dump());
+  EXPECT_ERROR(load_error(dir_ / "cycle.json"), "cycle.json: /: the graph has a cycle",
+               "node 'h'");
 }
 
 TEST(ModelJsonErrors, ValuesInMessagesAreShortExcerpts) {
