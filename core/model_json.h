@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
 #include "core/safetensors.h"
@@ -48,6 +48,9 @@ Graph load_model(const std::string& path, const LoadOptions& options);
 // graph's base_dir) and clears values_deferred; does nothing for other params. Throws
 // ModelError naming the file when it no longer holds the tensor as loaded.
 void materialize_values(Param& p, const std::string& base_dir);
+
+// Graph::meta as JSON: the object it holds, or null when the model has no `meta`.
+nlohmann::json parse_meta(const Graph& g);
 
 // The model.json of `g` for a file in `out_dir` (where `file` params' paths point from).
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);
