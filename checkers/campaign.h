@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <rapidcheck.h>
+#include <rapidcheck/Shrinkable.h>
 
 #include "checkers/equivalence.h"
 #include "core/graph.h"

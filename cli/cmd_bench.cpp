@@ -13,6 +13,7 @@
 
 #if LNV_HAVE_TORCH
 #include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "core/model_json.h"
@@ -38,8 +39,9 @@ struct Options {
 
 // The zoo options a model was built with, from the `meta.zoo` the zoo writes.
 zoo::ArchOptions options_from_meta(const Graph& g, const std::string& where) {
-  const auto zit = g.meta.is_object() ? g.meta.find("zoo") : g.meta.end();
-  if (!g.meta.is_object() || zit == g.meta.end())
+  const nlohmann::json meta = parse_meta(g);
+  const auto zit = meta.is_object() ? meta.find("zoo") : meta.end();
+  if (!meta.is_object() || zit == meta.end())
     throw ModelError(where, "--seq needs a model written by `lnverify zoo` (meta.zoo), or "
                             "--zoo NAME");
   zoo::ArchOptions o;
@@ -77,7 +79,7 @@ std::vector<Graph> models_to_bench(const Options& st) {
       return out;
     }
     o = options_from_meta(g, st.model);
-    arch = g.meta.at("zoo").at("architecture").get<std::string>();
+    arch = parse_meta(g).at("zoo").at("architecture").get<std::string>();
   }
   auto set = [](int64_t v, std::optional<int64_t>& field) {
     if (v > 0) field = v;

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/output_paths.h"
 #include "core/error.h"

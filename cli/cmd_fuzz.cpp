@@ -17,6 +17,8 @@
 #include <iomanip>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/campaign.h"
 #include "cli/command.h"
 #include "core/file_io.h"
@@ -56,11 +58,12 @@ std::string write_failure(const Options& o, uint64_t case_seed, const check::Shr
   fs::create_directories(o.out);
   const std::string stem = (fs::path(o.out) / ("case-" + std::to_string(case_seed))).string();
   Graph g = s.graph;
-  g.meta = {{"fuzz",
-             {{"case_seed", case_seed},
-              {"max_nodes", o.max_nodes},
-              {"replay", "lnverify fuzz --seed " + std::to_string(case_seed) +
-                             " --cases 1 --max-nodes " + std::to_string(o.max_nodes)}}}};
+  const nlohmann::json fuzz = {
+      {"case_seed", case_seed},
+      {"max_nodes", o.max_nodes},
+      {"replay", "lnverify fuzz --seed " + std::to_string(case_seed) + " --cases 1 --max-nodes " +
+                     std::to_string(o.max_nodes)}};
+  g.meta = nlohmann::json{{"fuzz", fuzz}}.dump();
   save_model(g, stem + ".model.json");
   std::ostringstream txt;
   txt << "case seed " << case_seed << " (replay: lnverify fuzz --seed " << case_seed

@@ -2,8 +2,8 @@
 // (cli/cmd_<name>.cpp), so that adding a command is adding one file.
 //
 // A command's `setup` adds its options to the CLI11 subcommand and returns the action to
-// run after parsing. The action returns the process exit code. Errors are thrown:
-// ModelError (bad input) exits 2 with its message; InternalError exits 4.
+// run after parsing. The action returns the process exit code (cli/exit_status.h). Errors
+// are thrown: ModelError (bad input) exits 2 with its message; a bug exits 4.
 #pragma once
 
 #include <charconv>
@@ -15,16 +15,9 @@
 
 #include <CLI/CLI.hpp>
 
-namespace lnv::cli {
+#include "cli/exit_status.h"
 
-// Exit codes shared by every command (documented in the README).
-enum Exit : int {
-  kOk = 0,           // success; for `check`: every check holds
-  kCheckFails = 1,   // `check`/`fuzz`: a check fails (a wrong rewrite or verdict)
-  kBadInput = 2,     // malformed model, bad option, unreadable file
-  kInconclusive = 3, // `check`: precision or budget ran out before a verdict
-  kInternal = 4,     // a bug in lnverify
-};
+namespace lnv::cli {
 
 using Action = std::function<int()>;
 using Setup = std::function<Action(CLI::App& sub)>;

@@ -1,11 +1,11 @@
 // lnverify: find the LayerNorms that can become RMSNorm exactly, rewrite, and prove it.
 // `lnverify MODEL.json` is `lnverify audit MODEL.json`.
+#include <exception>
 #include <iostream>
-#include <new>
 #include <map>
 
 #include "cli/command.h"
-#include "core/error.h"
+#include "cli/exit_status.h"
 
 namespace lnv::cli {
 
@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   if (!args.empty() && !known && args[0].size() > 0 && args[0][0] != '-')
     args.insert(args.begin(), "audit");
 
-  CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation"};
+  CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation",
+               "lnverify"};
   app.require_subcommand(1);
   std::map<std::string, Action> actions;
   std::map<const CLI::App*, std::string> names;
@@ -50,20 +51,9 @@ int main(int argc, char** argv) {
   try {
     for (CLI::App* sub : app.get_subcommands()) return actions.at(names.at(sub))();
     return kBadInput;
-  } catch (const lnv::ModelError& e) {
-    std::cerr << "lnverify: error: " << e.what() << "\n";
-    return kBadInput;
-  } catch (const lnv::InternalError& e) {
-    std::cerr << "lnverify: " << e.what() << "\n";
-    return kInternal;
-  } catch (const std::bad_alloc&) {
-    // Every tensor is bounded (2^31 elements), but not their sum: say what ran out.
-    std::cerr << "lnverify: error: out of memory in `lnverify " << args.front()
-              << "`: the model's values (params, inputs, node outputs) do not fit in this "
-                 "machine's memory\n";
-    return kBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << "lnverify: error: " << e.what() << "\n";
-    return kBadInput;
+  } catch (...) {
+    const Failure failure = failure_of(std::current_exception(), args.front());
+    std::cerr << failure.message;
+    return failure.code;
   }
 }

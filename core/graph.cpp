@@ -1,5 +1,6 @@
 #include "core/graph.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -19,6 +20,30 @@ bool valid_name(const std::string& s) {
 
 std::string node_where(const Graph& g, size_t i) {
   return "/nodes/" + std::to_string(i) + " (node '" + g.nodes[i].name + "')";
+}
+
+// The nodes Kahn's order left out (indegree > 0) are on a cycle or downstream of one.
+// Each reads another one left out, so walking back through such inputs comes round to a
+// node twice; the nodes between the two visits are a cycle. Thrown as an error about the
+// whole model ("/"), which load_model reports with the file's name.
+[[noreturn]] void throw_cycle(const Graph& g, const std::vector<std::vector<int32_t>>& preds,
+                              const std::vector<int>& indegree) {
+  auto left_out = [&](int32_t i) { return indegree[i] > 0; };
+  std::vector<int> seen_at(g.nodes.size(), -1);
+  std::vector<int32_t> walk;  // each reads the next
+  int32_t i = 0;
+  while (!left_out(i)) ++i;
+  while (seen_at[i] < 0) {
+    seen_at[i] = static_cast<int>(walk.size());
+    walk.push_back(i);
+    i = *std::find_if(preds[i].begin(), preds[i].end(), left_out);
+  }
+  // In data-flow order from i: i, then the walk after it backwards, then i again.
+  std::string flow = "'" + g.nodes[i].name + "'";
+  for (size_t k = walk.size(); k-- > size_t(seen_at[i]);)
+    flow += " -> '" + g.nodes[walk[k]].name + "'";
+  throw ModelError("/", "the graph has a cycle through node '" + g.nodes[i].name + "' (" +
+                            node_where(g, i) + "): " + flow + ", each an input of the next");
 }
 
 }  // namespace
@@ -141,12 +166,7 @@ void Graph::finalize() {
   for (size_t head = 0; head < order.size(); ++head)
     for (int32_t c : consumers[order[head]])
       if (--indegree[c] == 0) order.push_back(c);
-  if (order.size() != nodes.size()) {
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (indegree[i] > 0)
-        throw ModelError(node_where(*this, i),
-                         "the graph has a cycle through node '" + nodes[i].name + "'");
-  }
+  if (order.size() != nodes.size()) throw_cycle(*this, preds, indegree);
 
   node_shapes.assign(nodes.size(), {});
   for (int32_t i : order) {

@@ -12,8 +12,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/ops.h"
 #include "core/shape.h"
 
@@ -116,7 +114,9 @@ class Graph {
   // --- the model, as in docs/spec/format.md ---
   std::string name;
   uint64_t seed = 0;
-  nlohmann::json meta;  // null when absent
+  // `meta`, free-form, as compact JSON text ("" when absent): parsed only where it is read,
+  // so that this header does without nlohmann/json.hpp.
+  std::string meta;
   std::vector<Input> inputs;
   std::vector<Param> params;
   std::vector<Node> nodes;  // in file order

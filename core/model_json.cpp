@@ -9,6 +9,8 @@
 #include <optional>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/random.h"
@@ -338,7 +340,7 @@ class ModelParser {
     }
     if (j.contains("meta")) {
       r.expect_object(j["meta"], "/meta");
-      g.meta = j["meta"];
+      g.meta = j["meta"].dump();
     }
     if (j.contains("inputs")) {
       const json& a = array(j["inputs"], "/inputs");
@@ -955,7 +957,7 @@ json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* s
   j["version"] = kVersion;
   j["name"] = g.name;
   j["seed"] = g.seed;
-  if (!g.meta.is_null()) j["meta"] = g.meta;
+  if (!g.meta.empty()) j["meta"] = parse_meta(g);
   j["inputs"] = json::array();
   for (const Input& in : g.inputs) j["inputs"].push_back(input_json(in));
   j["params"] = json::array();
@@ -996,6 +998,10 @@ std::string json_to_text(const json& j) {
 }
 
 }  // namespace
+
+nlohmann::json parse_meta(const Graph& g) {
+  return g.meta.empty() ? json() : json::parse(g.meta);
+}
 
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir) {
   FileCheck files(g.base_dir);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
 #include "core/safetensors.h"
@@ -57,6 +57,9 @@ Node parse_node(const nlohmann::json& j, const std::string& path);
 // One entry of `nodes` as save_model writes it: required attributes, optional ones that
 // differ from their default, and a norm's eps.
 nlohmann::json node_to_json(const Node& n);
+
+// Graph::meta as JSON: the object it holds, or null when the model has no `meta`.
+nlohmann::json parse_meta(const Graph& g);
 
 // The model.json of `g` for a file in `out_dir` (where `file` params' paths point from).
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);

@@ -13,6 +13,8 @@
 #include <memory>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/file_io.h"
 
@@ -92,28 +94,30 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   if (!in) throw ModelError(path_, "cannot read the header");
-  header_ = parse_json(header, path_, "header is not valid JSON");
-  if (!header_.is_object())
+  header_ = std::make_unique<const nlohmann::json>(parse_json(header, path_, "header is not valid JSON"));
+  if (!header_->is_object())
     throw ModelError(path_, "header is not a JSON object (got " +
-                                std::string(header_.type_name()) + ")");
+                                std::string(header_->type_name()) + ")");
   data_start_ = 8 + header_len;
   data_size_ = size - data_start_;
 }
 
+SafetensorsReader::~SafetensorsReader() = default;
+
 bool SafetensorsReader::has(const std::string& key) const {
-  return key != "__metadata__" && header_.contains(key);
+  return key != "__metadata__" && header_->contains(key);
 }
 
 std::string SafetensorsReader::dtype(const std::string& key) const {
   if (!has(key)) return "";
-  const nlohmann::json& e = header_.at(key);
+  const nlohmann::json& e = header_->at(key);
   if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string()) return "";
   return e["dtype"].get<std::string>();
 }
 
 std::vector<std::string> SafetensorsReader::keys() const {
   std::vector<std::string> out;
-  for (const auto& [k, v] : header_.items())
+  for (const auto& [k, v] : header_->items())
     if (k != "__metadata__") out.push_back(k);
   return out;
 }
@@ -126,7 +130,7 @@ SafetensorsSpan SafetensorsReader::span(const std::string& key) const {
                                 (known.empty() ? std::string("none") : known) + ")");
   }
   const std::string where = path_ + " [" + key + "]";
-  const nlohmann::json& e = header_.at(key);
+  const nlohmann::json& e = header_->at(key);
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
       !e.contains("data_offsets"))
     throw ModelError(where, "expected an object with dtype, shape and data_offsets, got " +

@@ -12,11 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/file_io.h"
 #include "core/shape.h"
@@ -49,6 +50,7 @@ struct SafetensorsNonFinite {
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(std::string path);
+  ~SafetensorsReader();
 
   const std::string& path() const { return path_; }
   bool has(const std::string& key) const;
@@ -71,7 +73,7 @@ class SafetensorsReader {
 
  private:
   std::string path_;
-  nlohmann::json header_;
+  std::unique_ptr<const nlohmann::json> header_;  // an object
   uint64_t data_start_ = 0;  // 8 + header length
   uint64_t data_size_ = 0;   // bytes after the header
 };

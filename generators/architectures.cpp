@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/model_json.h"
 
@@ -217,7 +219,7 @@ class Builder {
 
   Graph finish(std::vector<std::string> outputs, nlohmann::json meta) {
     g_.outputs = std::move(outputs);
-    g_.meta = std::move(meta);
+    g_.meta = meta.dump();
     // What finalize() can refuse in a graph built here is a size: a node output over the
     // limit.
     try {

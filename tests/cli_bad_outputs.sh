@@ -55,7 +55,14 @@ printf 'old report' > "$T/r9.json"; cp "$T/r9.json" "$T/r9.copy"
 run "fold -o naming a directory, over existing files" 2 "$LNV" fold "$EX" -o "$T/mdir" --weights "$T/w9.safetensors" --json "$T/r9.json"
 same "-o naming a directory: existing weights untouched" "$T/w9.safetensors" "$T/w9.copy"
 same "-o naming a directory: existing report untouched" "$T/r9.json" "$T/r9.copy"
-ls -a "$T" "$T/mdir" | grep -q '\.tmp-' && bad "temporary files left" || ok "no temporary files left"
+left="$(find "$T" -name '*.tmp-*')"
+[ -z "$left" ] && ok "no temporary files left" || bad "temporary files left: $left"
+
+# --- a path the user gave that cannot be created: bad input, not an internal error -------
+printf 'a file' > "$T/plain"
+run "fuzz --out under a regular file" 2 "$LNV" fuzz --cases 1 --seed 314870 --shrink-attempts 1 --out "$T/plain/sub"
+has "fuzz --out under a regular file: names the path" "plain/sub"
+lacks "fuzz --out under a regular file: not called a bug" "internal error"
 
 # --- deep nesting: an error naming the file and the path, never a crash -------------------
 deep() { head -c "$1" /dev/zero | tr '\0' '['; head -c "$1" /dev/zero | tr '\0' ']'; }

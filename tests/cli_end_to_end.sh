@@ -8,15 +8,19 @@ source "$(dirname "$0")/cli_lib.sh" "$1"
 
 EX="$ROOT/examples/gpt2_tiny.json"
 
+# --- help ------------------------------------------------------------------------------
+run "--help" 0 "$LNV" --help
+has "--help names the program" "^Usage: lnverify \[OPTIONS\] SUBCOMMAND"
+
 # --- audit: the main answer -------------------------------------------------------------
 run "audit of the shipped GPT-2 example" 0 "$LNV" "$EX"
 has "audit table lists ln_f" "^ln_f +yes"
 has "audit summary line" "of 5 LayerNorms foldable"
 has "audit names the training-mode dropout" "drop_emb"
 run "audit --json" 0 "$LNV" audit "$EX" --json "$T/report.json"
-has "json written" "" && grep -q '"format": *"lnverify.report"' "$T/report.json" \
-  && grep -q '"layer_norms"' "$T/report.json" && ok "report has format and layer_norms" \
-  || bad "report.json lacks format/layer_norms"
+[ -s "$T/report.json" ] && ok "json written" || bad "json written: $T/report.json missing or empty"
+grep -q '"format": *"lnverify.report"' "$T/report.json" && grep -q '"layer_norms"' "$T/report.json" \
+  && ok "report has format and layer_norms" || bad "report.json lacks format/layer_norms"
 
 # --- fold: writes a valid model, never its input, never a partial file -------------------
 run "fold inference" 0 "$LNV" fold "$EX" -o "$T/folded.json"
@@ -108,6 +112,7 @@ cat > "$T/cycle.json" <<'JSON'
 JSON
 run "cycle" 2 "$LNV" eval "$T/cycle.json"
 has "cycle: names a node on it" "cycle.*'(a|b)'"
+has "cycle: names the file" "cycle\.json: .*cycle"
 
 cat > "$T/shape.json" <<'JSON'
 {"format": "lnverify.model", "version": 1, "name": "shape",

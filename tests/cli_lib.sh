@@ -19,8 +19,17 @@ run() {
   if [ "$rc" -eq "$want" ]; then ok "$name (exit $rc)"; return 0; fi
   bad "$name: exit $rc, expected $want"; return 1
 }
-# has NAME PATTERN: the last output matches PATTERN (extended regex).
-has() { if grep -Eq -- "$2" "$T/out"; then ok "$1"; else bad "$1: output lacks /$2/"; fi; }
+# has NAME PATTERN: the last output matches PATTERN (extended regex). An empty pattern
+# matches any output, so it is refused (a check that cannot fail).
+has() {
+  if [ -z "$2" ]; then bad "$1: has needs a non-empty pattern"; return; fi
+  if grep -Eq -- "$2" "$T/out"; then ok "$1"; else bad "$1: output lacks /$2/"; fi
+}
+# lacks NAME PATTERN: the last output does not match PATTERN (non-empty, extended regex).
+lacks() {
+  if [ -z "$2" ]; then bad "$1: lacks needs a non-empty pattern"; return; fi
+  if grep -Eq -- "$2" "$T/out"; then bad "$1: output matches /$2/"; else ok "$1"; fi
+}
 # absent NAME FILE: FILE must not exist (no partial output).
 absent() { if [ ! -e "$2" ]; then ok "$1"; else bad "$1: $2 exists"; fi; }
 

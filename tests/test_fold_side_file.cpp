@@ -9,6 +9,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/analysis/fold_plan.h"
 #include "core/file_io.h"

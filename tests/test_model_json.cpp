@@ -3,6 +3,7 @@
 // here independently); defaults; and each malformed input is rejected with an error that
 // names the JSON path and the node or param.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -174,7 +175,7 @@ TEST_F(ModelJson, LoadsEveryOpAndAttribute) {
   ASSERT_TRUE(g.finalized());
   EXPECT_EQ(g.name, "every-op");
   EXPECT_EQ(g.seed, 7u);
-  EXPECT_EQ(g.meta["list"][1], 2.5);
+  EXPECT_EQ(parse_meta(g)["list"][1], 2.5);
   EXPECT_EQ(g.inputs[1].dtype, DType::index);
   EXPECT_EQ(g.inputs[1].range, 10);
   EXPECT_EQ(g.inputs[2].dtype, DType::float_);  // dtype defaults to float
@@ -321,7 +322,7 @@ TEST_F(ModelJson, Defaults) {
   const Graph g = parse_model(j, "");
   EXPECT_EQ(g.seed, 0u);
   EXPECT_EQ(g.name, "");
-  EXPECT_TRUE(g.meta.is_null());
+  EXPECT_TRUE(parse_meta(g).is_null());
   const Node& c = g.nodes[0];
   EXPECT_EQ(c.stride, (std::vector<int64_t>{1}));
   EXPECT_EQ(c.padding, (std::vector<int64_t>{0}));
@@ -621,6 +622,16 @@ TEST(ModelJsonErrors, Cycle) {
                "node 'h'");
 }
 
+TEST(ModelJsonErrors, ACycleIsNamedByNodesOnIt) {
+  // ln reads s, which is on the cycle h -> s -> h; ln, listed first, is not on it.
+  const std::string e = error_after([](json& j) {
+    std::swap(j["nodes"][0], j["nodes"][3]);
+    j["nodes"][3]["inputs"] = {"s"};
+  });
+  EXPECT_ERROR(e, "cycle through node 's' (/nodes/2 (node 's'))", "'s' -> 'h' -> 's'");
+  EXPECT_EQ(e.find("'ln'"), std::string::npos) << e;
+}
+
 TEST(ModelJsonErrors, DuplicateAndBadNames) {
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][2]["name"] = "x"; }), "/nodes/2",
                "duplicate name 'x'");
@@ -754,6 +765,14 @@ TEST_F(ModelJson, DeepNestingIsAnErrorNamingFileAndPath) {
   const Graph g = load_model((dir_ / "ok.json").string());
   save_model(g, (dir_ / "saved.json").string());
   EXPECT_EQ(load_model((dir_ / "saved.json").string()).meta, g.meta);
+}
+
+TEST_F(ModelJson, ACycleNamesTheFile) {
+  json j = json::parse(kSmall);
+  j["nodes"][0]["inputs"] = {"s"};
+  write_text(dir_ / "cycle.json", j.dump());
+  EXPECT_ERROR(load_error(dir_ / "cycle.json"), "cycle.json: /: the graph has a cycle",
+               "node 'h'");
 }
 
 TEST(ModelJsonErrors, ValuesInMessagesAreShortExcerpts) {

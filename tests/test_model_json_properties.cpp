@@ -2,6 +2,7 @@
 // (generators/random_graph.h): text -> graph -> text is the identity, the graph read back
 // has the same shapes and values, and params written as `data` keep every bit.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <rapidcheck/gtest.h>
 
 #include "tests/rc_default_seed.h"

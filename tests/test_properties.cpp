@@ -5,8 +5,9 @@
 // The default suite runs kCases cases per property (a few seconds); RC_PARAMS overrides
 // it (RC_PARAMS="max_success=10000", or "seed=..." to replay a failure), and the long
 // campaign is `lnverify fuzz --cases 100000`.
-// RC_TAG lines in the log show the verdict mix per mode; the last test asserts that both
-// verdicts occurred for every rule (producer kind for "yes", breaking op for "no").
+// Each case is tagged (RC_TAG) with the rules it exercised; each property then asserts,
+// from its own cases, that both verdicts occurred for every rule (producer kind for "yes",
+// breaking op for "no"), so the tests hold alone, filtered or shuffled.
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -26,35 +27,39 @@
 namespace lnv {
 namespace {
 
-// Which rules the generated cases exercised, per mode: "yes:<producer op>" for the kinds of
-// terms centered by foldable LNs, "no:<op>" for the ops that break non-foldable ones, and
-// "has <tag>" for the op kinds and features the graphs contained (gen::graph_tags).
-std::map<std::string, int>& rules_hit() {
-  static std::map<std::string, int> hits;
-  return hits;
-}
-
+// Which rules a case exercised: "yes:<producer op>" for the kinds of terms centered by
+// foldable LNs, "no:<op>" for the ops that break non-foldable ones, and "has <tag>" for the
+// op kinds and features the graph contains (gen::graph_tags).
 std::string term_kind(const Graph& g, const CenterTerm& t) {
   if (t.kind == CenterTerm::Kind::param) return "param";
   return std::string(op_name(g.nodes[g.node_index(t.node)].op));
 }
 
-void record(const Graph& g, const FoldPlan& plan) {
+// A tag as RapidCheck prints and counts it: the text itself (a std::string would be
+// shown quoted).
+struct Rule {
+  std::string text;
+};
+void showValue(const Rule& r, std::ostream& os) { os << r.text; }
+
+std::set<std::string> rules_of(const Graph& g, const FoldPlan& plan) {
   const int m = static_cast<int>(plan.mode);
-  const std::string mode(mode_name(plan.mode));
+  std::set<std::string> rules;
   for (const LnVerdict& v : plan.layer_norms) {
     if (v.foldable[m]) {
-      for (const CenterTerm& t : v.terms) ++rules_hit()[mode + " yes:" + term_kind(g, t)];
-      if (v.terms.empty()) ++rules_hit()[mode + " yes:nothing centered (dead or zero-mean input)"];
+      for (const CenterTerm& t : v.terms) rules.insert("yes:" + term_kind(g, t));
+      if (v.terms.empty()) rules.insert("yes:nothing centered (dead or zero-mean input)");
     } else if (!v.conflicts[m].empty()) {
-      ++rules_hit()[mode + " no:conflicts with the plan"];
+      rules.insert("no:conflicts with the plan");
     } else if (!v.path[m].empty() && g.has(v.path[m].front()) &&
                g.ref(v.path[m].front()).kind == ValueRef::Kind::node) {
-      ++rules_hit()[mode + " no:" + std::string(op_name(g.nodes[g.node_index(v.path[m].front())].op))];
+      rules.insert("no:" + std::string(op_name(g.nodes[g.node_index(v.path[m].front())].op)));
     } else {
-      ++rules_hit()[mode + " no:" + (v.opaque ? std::string("opaque") : std::string("other"))];
+      rules.insert("no:" + (v.opaque ? std::string("opaque") : std::string("other")));
     }
   }
+  for (const std::string& tag : gen::graph_tags(g)) rules.insert("has " + tag);
+  return rules;
 }
 
 void verdicts_agree_with_exact_evaluation(Mode mode) {
@@ -67,12 +72,11 @@ void verdicts_agree_with_exact_evaluation(Mode mode) {
   opt.trials = 2;
   opt.drift = false;
   const report::CheckReport rep = check::check_model(g, opt);
-  record(g, detect_foldable(g, mode));
-  for (const std::string& tag : gen::graph_tags(g)) ++rules_hit()[std::string(mode_name(mode)) + " has " + tag];
-  RC_TAG(rep.layer_norms == 0              ? "no LN"
-         : rep.foldable == rep.layer_norms ? "all LNs foldable"
-         : rep.foldable == 0               ? "no LN foldable"
-                                           : "some LNs foldable");
+  for (const std::string& rule : rules_of(g, detect_foldable(g, mode))) RC_TAG(Rule{rule});
+  RC_TAG(Rule{rep.layer_norms == 0              ? "no LN"
+              : rep.foldable == rep.layer_norms ? "all LNs foldable"
+              : rep.foldable == 0               ? "no LN foldable"
+                                                : "some LNs foldable"});
   if (rep.outcome() != report::Outcome::holds) {
     // LNV_PROPERTY_DUMP=DIR keeps the failing model (the last one written is the shrunk
     // counterexample) for `lnverify check` / `lnverify audit` and for tests/regressions/.
@@ -84,8 +88,9 @@ void verdicts_agree_with_exact_evaluation(Mode mode) {
 
 constexpr int kCases = 1000;
 
-// RC_GTEST_PROP with kCases cases unless RC_PARAMS sets max_success.
-void check_property(void (*property)()) {
+// Runs `property` as RC_GTEST_PROP would, with kCases cases unless RC_PARAMS sets
+// max_success, and returns how many passing cases carried each tag.
+std::map<std::string, int> check_property(void (*property)()) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   if (params.maxSuccess == rc::detail::TestParams().maxSuccess) params.maxSuccess = kCases;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -93,33 +98,47 @@ void check_property(void (*property)()) {
   metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
   metadata.description = info->name();
   const auto result = rc::detail::checkTestable(property, metadata, params);
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  if (!result.is<rc::detail::SuccessResult>()) FAIL() << os.str();
-  std::cout << os.str() << "\n";
+  rc::detail::SuccessResult success;
+  if (!result.match(success)) {
+    std::ostringstream os;
+    rc::detail::printResultMessage(result, os);
+    ADD_FAILURE() << os.str();
+    return {};
+  }
+  // The distribution counts each combination of tags; a case has many, so count each tag.
+  std::map<std::string, int> cases_with;
+  for (const auto& [tags, n] : success.distribution)
+    for (const std::string& tag : tags) cases_with[tag] += n;
+  std::cout << "OK, passed " << success.numSuccess << " tests\n";
+  for (const auto& [tag, n] : cases_with) std::cout << "  " << tag << ": " << n << "\n";
+  return cases_with;
+}
+
+// Both verdicts occurred, for every producer kind and for some breaking op.
+void expect_every_rule(std::map<std::string, int> cases_with, Mode mode) {
+  const std::string m(mode_name(mode));
+  for (const char* producer : {"linear", "matmul", "embedding", "conv1d", "conv2d", "rnn",
+                               "attention", "param"})
+    EXPECT_GT(cases_with[std::string("yes:") + producer], 0)
+        << m << ": no foldable LN via " << producer;
+  int no = 0;
+  for (const auto& [rule, n] : cases_with) no += rule.rfind("no:", 0) == 0 ? n : 0;
+  EXPECT_GT(no, 0) << m << ": no LN judged not foldable";
 }
 
 TEST(Properties, InferenceVerdictsAgreeWithExactEvaluation) {
-  check_property([] { verdicts_agree_with_exact_evaluation(Mode::inference); });
+  std::map<std::string, int> cases_with =
+      check_property([] { verdicts_agree_with_exact_evaluation(Mode::inference); });
+  if (HasFailure()) return;
+  expect_every_rule(cases_with, Mode::inference);
 }
 
 TEST(Properties, TrainingVerdictsAgreeWithExactEvaluation) {
-  check_property([] { verdicts_agree_with_exact_evaluation(Mode::training); });
-}
-
-// Runs after the properties above (same file, declaration order).
-TEST(Properties, BothVerdictsOccurForEveryRule) {
-  for (const auto& [rule, n] : rules_hit()) std::cout << "  " << rule << ": " << n << "\n";
-  for (const char* mode : {"inference", "training"}) {
-    const std::string m(mode);
-    for (const char* producer : {"linear", "matmul", "embedding", "conv1d", "conv2d", "rnn",
-                                 "attention", "param"})
-      EXPECT_GT(rules_hit()[m + " yes:" + producer], 0) << m << ": no foldable LN via " << producer;
-    int no = 0;
-    for (const auto& [rule, n] : rules_hit()) no += rule.rfind(m + " no:", 0) == 0 ? n : 0;
-    EXPECT_GT(no, 0) << m << ": no LN judged not foldable";
-  }
-  EXPECT_GT(rules_hit()["training no:dropout"], 0) << "training-mode dropout never broke a fold";
+  std::map<std::string, int> cases_with =
+      check_property([] { verdicts_agree_with_exact_evaluation(Mode::training); });
+  if (HasFailure()) return;
+  expect_every_rule(cases_with, Mode::training);
+  EXPECT_GT(cases_with["no:dropout"], 0) << "training-mode dropout never broke a fold";
 }
 
 }  // namespace

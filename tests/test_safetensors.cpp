@@ -2,6 +2,7 @@
 // dtype, each corruption rejected with a message naming the file and the tensor; and the
 // writer's output read back.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
