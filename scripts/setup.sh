@@ -10,6 +10,7 @@ PACKAGES=(
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev
   libtorch-dev libopenblas0-openmp
+  clang libfuzzer-14-dev libclang-rt-14-dev
 )
 
 missing=()
