@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Runs the default test suite (bounded property cases; see README for the long campaign).
+#   bash scripts/test.sh [ctest args...]              # the suite in build/
+#   bash scripts/test.sh --sanitize [ctest args...]   # builds core, CLI and tests (no
+#       LibTorch) with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and runs
+#       them there; any sanitizer report fails its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A fixed RapidCheck seed keeps the default suite reproducible (set RC_PARAMS to explore:
 # RC_PARAMS="max_success=100000" or "seed=N" to replay a printed failure).
 export RC_PARAMS="${RC_PARAMS:-seed=20261130}"
-ctest --test-dir build --output-on-failure -j "${LNV_JOBS:-2}" --timeout 1200 "$@"
+dir=build
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  bash scripts/asan_build.sh
+  dir=build-asan
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+fi
+ctest --test-dir "$dir" --output-on-failure -j "${LNV_JOBS:-2}" --timeout 1200 "$@"
