@@ -119,7 +119,7 @@ class Rules {
              std::find(info.optional.begin(), info.optional.end(), a) != info.optional.end();
     };
     for (const auto& [attr, pname] : n_.param_attrs()) {
-      std::string_view top = attr.substr(0, attr.find('/'));
+      const std::string top = attr.substr(0, attr.find('/'));
       if (!listed(top))
         fail("/" + attr, "op " + std::string(info.name) + " has no attribute '" +
                              std::string(top) + "'");
