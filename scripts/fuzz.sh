@@ -42,6 +42,6 @@ set +e
 rc=${PIPESTATUS[0]}
 set -e
 execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$work/last.log" | grep -Eo '[0-9]+$' || echo "?")
-cov=$(grep -E '#[0-9]+ *(DONE|pulse|NEW|REDUCE|INITED)' "$work/last.log" | tail -1 | grep -Eo 'cov: [0-9]+ ft: [0-9]+' || echo "cov: ?")
+cov=$(grep -E '#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$work/last.log" | tail -1 | grep -Eo 'cov: [0-9]+ ft: [0-9]+' || echo "cov: ?")
 echo "fuzz $target: exit $rc, $execs executions in ${seconds} s, $cov, corpus $(ls "$work/corpus" | wc -l) files (log: $work/last.log)"
 exit "$rc"
