@@ -166,6 +166,152 @@ void check_finite(const std::vector<double>& v, const std::string& path,
                                  std::to_string(k) + source);
 }
 
+// --- node attributes, read and written as core/ops.def declares them ---
+
+// The Node member type that holds an attribute of kind K.
+template <AttrKind K> struct AttrType;
+template <> struct AttrType<AttrKind::param> { using type = std::string; };
+template <> struct AttrType<AttrKind::boolean> { using type = bool; };
+template <> struct AttrType<AttrKind::integer> { using type = int64_t; };
+template <> struct AttrType<AttrKind::integer_list> { using type = std::vector<int64_t>; };
+template <> struct AttrType<AttrKind::integer_or_list> { using type = std::vector<int64_t>; };
+template <> struct AttrType<AttrKind::number> { using type = double; };
+template <> struct AttrType<AttrKind::string> { using type = std::string; };
+template <> struct AttrType<AttrKind::rnn_norm> { using type = std::optional<RnnNorm>; };
+
+RnnNorm read_rnn_norm(const Reader& r, const json& j, const std::string& path) {
+  r.expect_object(j, path);
+  r.only_keys(j, path, {"kind", "eps", "weight", "bias"});
+  RnnNorm norm;
+  if (j.contains("kind")) {
+    const std::string kind = r.string(j["kind"], child(path, "kind"));
+    if (kind == "layer_norm") norm.kind = Op::layer_norm;
+    else if (kind == "rms_norm") norm.kind = Op::rms_norm;
+    else
+      r.fail(child(path, "kind"),
+             "expected \"layer_norm\" or \"rms_norm\", got \"" + kind + "\"");
+  }
+  if (j.contains("eps")) norm.eps = r.number(j["eps"], child(path, "eps"));
+  if (j.contains("weight")) norm.weight = r.param_name(j["weight"], child(path, "weight"));
+  if (j.contains("bias")) norm.bias = r.param_name(j["bias"], child(path, "bias"));
+  return norm;
+}
+
+// An rnn's norm as written: its kind when not layer_norm, its eps always, its params when set.
+json rnn_norm_json(const std::optional<RnnNorm>& norm) {
+  if (!norm) return nullptr;
+  json o = json::object();
+  if (norm->kind != Op::layer_norm) o["kind"] = std::string(op_name(norm->kind));
+  o["eps"] = norm->eps;
+  if (!norm->weight.empty()) o["weight"] = norm->weight;
+  if (!norm->bias.empty()) o["bias"] = norm->bias;
+  return o;
+}
+
+template <AttrKind K>
+typename AttrType<K>::type read_value(const Reader& r, const json& v, const std::string& at) {
+  if constexpr (K == AttrKind::param) return r.param_name(v, at);
+  else if constexpr (K == AttrKind::boolean) return r.boolean(v, at);
+  else if constexpr (K == AttrKind::integer) return r.integer(v, at);
+  else if constexpr (K == AttrKind::integer_list) return r.integers(v, at);
+  else if constexpr (K == AttrKind::integer_or_list) return r.int_or_list(v, at);
+  else if constexpr (K == AttrKind::number) return r.number(v, at);
+  else if constexpr (K == AttrKind::string) return r.string(v, at);
+  else {
+    static_assert(K == AttrKind::rnn_norm, "read_value: an AttrKind without a reader");
+    return read_rnn_norm(r, v, at);
+  }
+}
+
+template <AttrKind K>
+json write_value(const typename AttrType<K>::type& v) {
+  if constexpr (K == AttrKind::integer_or_list) return v.size() == 1 ? json(v[0]) : json(v);
+  else if constexpr (K == AttrKind::rnn_norm) return rnn_norm_json(v);
+  else return v;
+}
+
+// Reads and writes the attribute of kind K held by Node member M.
+template <AttrKind K, auto M>
+struct AttrAccess {
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(std::declval<Node&>().*M)>,
+                               typename AttrType<K>::type>,
+                "core/ops.def: an attribute's kind does not match its Node member's type");
+  static void read(const Reader& r, Node& n, const json& v, const std::string& at) {
+    n.*M = read_value<K>(r, v, at);
+  }
+  static json write(const Node& n) { return write_value<K>(n.*M); }
+};
+
+struct AttrCodec {
+  void (*read)(const Reader&, Node&, const json&, const std::string&);
+  json (*write)(const Node&);
+  void (*set_default)(Node&);
+};
+
+// One codec per row of kOpAttrs, in the same order.
+constexpr AttrCodec kAttrCodecs[] = {
+#define LNV_ATTR(op, key, kind, presence, default_value)            \
+  {&AttrAccess<AttrKind::kind, &Node::key>::read,                   \
+   &AttrAccess<AttrKind::kind, &Node::key>::write,                  \
+   [](Node& n) { n.key = default_value; }},
+#include "core/ops.def"
+};
+static_assert(std::size(kAttrCodecs) == std::size(kOpAttrs), "one codec per attribute row");
+
+const AttrCodec& codec(const OpAttr& a) { return kAttrCodecs[&a - kOpAttrs]; }
+
+// The JSON of attribute `a` at its default value.
+const json& default_json(const OpAttr& a) {
+  static const std::vector<json> defaults = [] {
+    std::vector<json> out;
+    for (const AttrCodec& c : kAttrCodecs) {
+      Node n;
+      c.set_default(n);
+      out.push_back(c.write(n));
+    }
+    return out;
+  }();
+  return defaults[&a - kOpAttrs];
+}
+
+// A node's name, op, inputs and attributes; absent optional attributes take their default.
+Node read_node(const json& j, const std::string& path) {
+  Reader r;
+  r.expect_object(j, path);
+  Node n;
+  n.name = r.string(r.required(j, path, "name"), child(path, "name"));
+  r.context = " (node '" + n.name + "')";
+  const std::string op = r.string(r.required(j, path, "op"), child(path, "op"));
+  const auto parsed = op_from_name(op);
+  if (!parsed) {
+    std::string known;
+    for (std::string_view name : kOpNames) known += (known.empty() ? "" : ", ") + std::string(name);
+    r.fail(child(path, "op"), "unknown op '" + op + "' (known: " + known + ")");
+  }
+  n.op = *parsed;
+  n.inputs = r.strings(r.required(j, path, "inputs"), child(path, "inputs"));
+  const OpInfo& info = op_info(n.op);
+  for (const auto& [key, value] : j.items()) {
+    if (key == "name" || key == "op" || key == "inputs") continue;
+    const OpAttr* attr = op_attr(n.op, key);
+    if (!attr) {
+      std::string list;
+      for (const OpAttr& a : info.attrs) list += (list.empty() ? "" : ", ") + std::string(a.key);
+      r.fail(child(path, printable(key)), "op " + op + " has no attribute '" + printable(key) +
+                                              "' (it takes: " +
+                                              (list.empty() ? std::string("none") : list) + ")");
+    }
+    codec(*attr).read(r, n, value, child(path, key));
+  }
+  for (const OpAttr& a : info.attrs) {
+    if (j.contains(std::string(a.key))) continue;
+    if (a.presence == AttrPresence::required)
+      r.fail(path, "op " + op + " needs attribute '" + std::string(a.key) + "'");
+    codec(a).set_default(n);
+  }
+  return n;
+}
+
 // --- reading ---
 
 class ModelParser {
@@ -209,7 +355,8 @@ class ModelParser {
         g.params.push_back(param(a[i], child("/params", i), g.seed));
     }
     const json& nodes = array(r.required(j, "", "nodes"), "/nodes");
-    for (size_t i = 0; i < nodes.size(); ++i) g.nodes.push_back(node(nodes[i], child("/nodes", i)));
+    for (size_t i = 0; i < nodes.size(); ++i)
+      g.nodes.push_back(read_node(nodes[i], child("/nodes", i)));
     g.outputs = r.strings(r.required(j, "", "outputs"), "/outputs");
     g.finalize();
     return g;
@@ -386,97 +533,6 @@ class ModelParser {
     return *it->second;
   }
 
-  Node node(const json& j, const std::string& path) const {
-    Reader r;
-    r.expect_object(j, path);
-    Node n;
-    n.name = r.string(r.required(j, path, "name"), child(path, "name"));
-    r.context = " (node '" + n.name + "')";
-    const std::string op = r.string(r.required(j, path, "op"), child(path, "op"));
-    const auto parsed = op_from_name(op);
-    if (!parsed) {
-      std::string known;
-      for (int k = 0; k < static_cast<int>(Op::kCount); ++k)
-        known += (k ? ", " : "") + std::string(op_name(static_cast<Op>(k)));
-      r.fail(child(path, "op"), "unknown op '" + op + "' (known: " + known + ")");
-    }
-    n.op = *parsed;
-    n.inputs = r.strings(r.required(j, path, "inputs"), child(path, "inputs"));
-    const OpInfo& info = op_info(n.op);
-    for (const auto& [key, value] : j.items()) {
-      if (key == "name" || key == "op" || key == "inputs") continue;
-      const bool known =
-          std::find(info.required.begin(), info.required.end(), key) != info.required.end() ||
-          std::find(info.optional.begin(), info.optional.end(), key) != info.optional.end();
-      if (!known) {
-        std::string list;
-        for (auto a : info.required) list += (list.empty() ? "" : ", ") + std::string(a);
-        for (auto a : info.optional) list += (list.empty() ? "" : ", ") + std::string(a);
-        r.fail(child(path, printable(key)), "op " + op + " has no attribute '" + printable(key) +
-                                                "' (it takes: " +
-                                                (list.empty() ? std::string("none") : list) + ")");
-      }
-      set_attribute(r, n, key, value, child(path, key));
-    }
-    for (auto a : info.required)
-      if (!j.contains(std::string(a)))
-        r.fail(path, "op " + op + " needs attribute '" + std::string(a) + "'");
-    return n;
-  }
-
-  static void set_attribute(const Reader& r, Node& n, const std::string& key, const json& v,
-                            const std::string& at) {
-    std::string* param_attr = key == "weight"      ? &n.weight
-                              : key == "bias"      ? &n.bias
-                              : key == "weight_ih" ? &n.weight_ih
-                              : key == "weight_hh" ? &n.weight_hh
-                              : key == "wq"        ? &n.wq
-                              : key == "wk"        ? &n.wk
-                              : key == "wv"        ? &n.wv
-                              : key == "wo"        ? &n.wo
-                              : key == "bq"        ? &n.bq
-                              : key == "bk"        ? &n.bk
-                              : key == "bv"        ? &n.bv
-                              : key == "bo"        ? &n.bo
-                                                   : nullptr;
-    if (param_attr) *param_attr = r.param_name(v, at);
-    else if (key == "cbwc") n.cbwc = r.boolean(v, at);
-    else if (key == "keepdims") n.keepdims = r.boolean(v, at);
-    else if (key == "causal") n.causal = r.boolean(v, at);
-    else if (key == "transpose_b") n.transpose_b = r.boolean(v, at);
-    else if (key == "axes") n.axes = r.integers(v, at);
-    else if (key == "perm") n.perm = r.integers(v, at);
-    else if (key == "shape") n.shape = r.integers(v, at);
-    else if (key == "eps") n.eps = r.number(v, at);
-    else if (key == "factor") n.factor = r.number(v, at);
-    else if (key == "p") n.p = r.number(v, at);
-    else if (key == "axis") n.axis = r.integer(v, at);
-    else if (key == "heads") n.heads = r.integer(v, at);
-    else if (key == "groups") n.groups = r.integer(v, at);
-    else if (key == "stride") n.stride = r.int_or_list(v, at);
-    else if (key == "padding") n.padding = r.int_or_list(v, at);
-    else if (key == "dilation") n.dilation = r.int_or_list(v, at);
-    else if (key == "activation") n.activation = r.string(v, at);
-    else if (key == "norm") n.norm = rnn_norm(r, v, at);
-    else throw InternalError("model_json: op table attribute '" + key + "' has no reader");
-  }
-
-  static RnnNorm rnn_norm(const Reader& r, const json& j, const std::string& path) {
-    r.expect_object(j, path);
-    r.only_keys(j, path, {"kind", "eps", "weight", "bias"});
-    RnnNorm norm;
-    if (j.contains("kind")) {
-      const std::string kind = r.string(j["kind"], child(path, "kind"));
-      if (kind == "layer_norm") norm.kind = Op::layer_norm;
-      else if (kind == "rms_norm") norm.kind = Op::rms_norm;
-      else r.fail(child(path, "kind"), "expected \"layer_norm\" or \"rms_norm\", got \"" + kind + "\"");
-    }
-    if (j.contains("eps")) norm.eps = r.number(j["eps"], child(path, "eps"));
-    if (j.contains("weight")) norm.weight = r.param_name(j["weight"], child(path, "weight"));
-    if (j.contains("bias")) norm.bias = r.param_name(j["bias"], child(path, "bias"));
-    return norm;
-  }
-
   std::string base_dir_;
   LoadOptions options_;
   std::map<std::string, std::unique_ptr<SafetensorsReader>> readers_;
@@ -484,65 +540,15 @@ class ModelParser {
 
 // --- writing ---
 
-// Attribute values as JSON, so that a node's attributes can be compared with defaults.
-json attribute_json(const Node& n, std::string_view key) {
-  auto ints_or_int = [](const std::vector<int64_t>& v) {
-    return v.size() == 1 ? json(v[0]) : json(v);
-  };
-  if (key == "weight") return n.weight;
-  if (key == "bias") return n.bias;
-  if (key == "weight_ih") return n.weight_ih;
-  if (key == "weight_hh") return n.weight_hh;
-  if (key == "wq") return n.wq;
-  if (key == "wk") return n.wk;
-  if (key == "wv") return n.wv;
-  if (key == "wo") return n.wo;
-  if (key == "bq") return n.bq;
-  if (key == "bk") return n.bk;
-  if (key == "bv") return n.bv;
-  if (key == "bo") return n.bo;
-  if (key == "cbwc") return n.cbwc;
-  if (key == "keepdims") return n.keepdims;
-  if (key == "causal") return n.causal;
-  if (key == "transpose_b") return n.transpose_b;
-  if (key == "axes") return n.axes;
-  if (key == "perm") return n.perm;
-  if (key == "shape") return n.shape;
-  if (key == "eps") return n.eps;
-  if (key == "factor") return n.factor;
-  if (key == "p") return n.p;
-  if (key == "axis") return n.axis;
-  if (key == "heads") return n.heads;
-  if (key == "groups") return n.groups;
-  if (key == "stride") return ints_or_int(n.stride);
-  if (key == "padding") return ints_or_int(n.padding);
-  if (key == "dilation") return ints_or_int(n.dilation);
-  if (key == "activation") return n.activation;
-  if (key == "norm") {
-    if (!n.norm) return nullptr;
-    json o = json::object();
-    if (n.norm->kind != Op::layer_norm) o["kind"] = std::string(op_name(n.norm->kind));
-    o["eps"] = n.norm->eps;
-    if (!n.norm->weight.empty()) o["weight"] = n.norm->weight;
-    if (!n.norm->bias.empty()) o["bias"] = n.norm->bias;
-    return o;
-  }
-  throw InternalError("model_json: op table attribute '" + std::string(key) + "' has no writer");
-}
-
 json node_json(const Node& n) {
   json o = json::object();
   o["name"] = n.name;
   o["op"] = std::string(op_name(n.op));
   o["inputs"] = n.inputs;
-  const OpInfo& info = op_info(n.op);
-  for (auto key : info.required) o[std::string(key)] = attribute_json(n, key);
-  static const Node defaults;
-  for (auto key : info.optional) {
-    json v = attribute_json(n, key);
-    // Optional attributes are written when they differ from the default; a norm's eps
-    // always, since it is part of what a reader wants to see.
-    if (v != attribute_json(defaults, key) || key == "eps") o[std::string(key)] = std::move(v);
+  for (const OpAttr& a : op_info(n.op).attrs) {
+    json v = codec(a).write(n);
+    if (a.presence == AttrPresence::optional && v == default_json(a)) continue;
+    o[std::string(a.key)] = std::move(v);
   }
   return o;
 }
@@ -943,6 +949,10 @@ std::vector<double> init_values(const InitSpec& spec, int64_t count, uint64_t se
   }
   return v;
 }
+
+Node parse_node(const nlohmann::json& j, const std::string& path) { return read_node(j, path); }
+
+nlohmann::json node_to_json(const Node& n) { return node_json(n); }
 
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir) {
   return parse_model(j, base_dir, LoadOptions{});

@@ -54,6 +54,15 @@ Graph load_model(const std::string& path, const LoadOptions& options);
 // ModelError naming the file when it no longer holds the tensor as loaded.
 void materialize_values(Param& p, const std::string& base_dir);
 
+// One entry of `nodes`, read as parse_model reads it (the attributes core/ops.def gives its
+// op, an absent optional one at its default; errors name `path`, "/nodes/3", and the node),
+// but not checked against a graph: names, arity and shapes are finalize()'s.
+Node parse_node(const nlohmann::json& j, const std::string& path);
+
+// One entry of `nodes` as save_model writes it: required attributes, optional ones that
+// differ from their default, and a norm's eps.
+nlohmann::json node_to_json(const Node& n);
+
 // The model.json of `g` for a file in `out_dir` (where `file` params' paths point from).
 nlohmann::json model_to_json(const Graph& g, const std::string& out_dir);
 

@@ -113,19 +113,12 @@ class Rules {
 
   // A param attribute set on an op that has no such attribute is an error, not ignored.
   void check_param_attrs_apply() const {
-    const OpInfo& info = op_info(n_.op);
-    auto listed = [&](std::string_view a) {
-      return std::find(info.required.begin(), info.required.end(), a) != info.required.end() ||
-             std::find(info.optional.begin(), info.optional.end(), a) != info.optional.end();
-    };
+    const std::string op(op_name(n_.op));
     for (const auto& [attr, pname] : n_.param_attrs()) {
       const std::string top = attr.substr(0, attr.find('/'));
-      if (!listed(top))
-        fail("/" + attr, "op " + std::string(info.name) + " has no attribute '" +
-                             std::string(top) + "'");
+      if (!op_attr(n_.op, top)) fail("/" + attr, "op " + op + " has no attribute '" + top + "'");
     }
-    if (n_.norm && n_.op != Op::rnn)
-      fail("/norm", "op " + std::string(info.name) + " has no attribute 'norm'");
+    if (n_.norm && !op_attr(n_.op, "norm")) fail("/norm", "op " + op + " has no attribute 'norm'");
   }
 
   // Integer ids (index inputs) feed `embedding` only, and `embedding` reads only them.

@@ -24,6 +24,14 @@ struct Value {
 
 using Choices = std::array<uint8_t, 4>;
 
+// The ops satisfying `pred`, in core/ops.def order.
+std::vector<Op> ops_where(bool (*pred)(Op)) {
+  std::vector<Op> out;
+  for (int k = 0; k < static_cast<int>(Op::kCount); ++k)
+    if (pred(static_cast<Op>(k))) out.push_back(static_cast<Op>(k));
+  return out;
+}
+
 Choices sub_choices(const Step& s, int from) {
   Choices c{};
   for (int k = 0; k < 4; ++k) c[k] = s.c[(from + k) % 8];
@@ -357,8 +365,8 @@ class Builder {
         return binary(Op::div, v, e.name, v.feat);
       }
       case 7: {
-        static const Op kUnary[] = {Op::relu, Op::gelu, Op::tanh, Op::sigmoid, Op::silu, Op::exp};
-        return emit(node(kUnary[c[1] % 6], {v.name}), v.feat);
+        static const std::vector<Op> kUnary = ops_where(is_unary_nonlinearity);
+        return emit(node(kUnary[c[1] % kUnary.size()], {v.name}), v.feat);
       }
       case 8: {
         const int64_t axis = (c[1] & 1) ? other_axis(v, c[2]) : f;

@@ -10,6 +10,8 @@ PACKAGES=(
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev
   libtorch-dev libopenblas0-openmp
+  libonnx-dev libprotobuf-dev libonnx-testdata
+  python3-torch python3-torchvision python3-onnx
   clang libfuzzer-14-dev libclang-rt-14-dev
 )
 

@@ -247,7 +247,10 @@ TEST(EvalGradients, BinaryOpsBroadcastWithParams) {
 }
 
 TEST(EvalGradients, ScaleAndUnaryNonlinearities) {
-  for (Op op : {Op::relu, Op::gelu, Op::tanh, Op::sigmoid, Op::silu, Op::exp}) {
+  for (int k = 0; k < static_cast<int>(Op::kCount); ++k) {
+    const Op op = static_cast<Op>(k);
+    if (!is_unary_nonlinearity(op)) continue;
+    SCOPED_TRACE(std::string(op_name(op)));
     GraphBuilder b;
     b.input("x", {3, 4});
     b.node("s", Op::scale, {"x"}).factor = -1.5;

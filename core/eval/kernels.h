@@ -400,7 +400,12 @@ T unary_fwd(Op op, const T& x) {
     case Op::sigmoid: return sigmoid_of(x);
     case Op::silu: return x * sigmoid_of(x);
     case Op::exp: return exp(x);
-    default: break;  // only the unary nonlinearities reach here
+    // Not unary: every other op is listed, so that a new op fails to compile until placed.
+    case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
+    case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
+    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::layer_norm: case Op::rms_norm: case Op::kCount: break;
   }
   throw InternalError("unary_fwd: not a unary op");
 }
@@ -425,7 +430,12 @@ T unary_derivative(Op op, const T& x, const T& y) {
       return s * (T(1) + x * (T(1) - s));
     }
     case Op::exp: return y;
-    default: break;
+    // Not unary: every other op is listed, so that a new op fails to compile until placed.
+    case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
+    case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
+    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::layer_norm: case Op::rms_norm: case Op::kCount: break;
   }
   throw InternalError("unary_derivative: not a unary op");
 }

@@ -1,0 +1,71 @@
+#include "onnx/newer_opsets.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+namespace lnv::onnx_import {
+namespace {
+
+namespace ox = ::onnx;
+
+// The newest opset ONNX 1.12's registry knows for the default domain.
+constexpr int kKnownOpset = 17;
+
+// A schema of a newer opset made from an older one with the same inputs and outputs.
+ox::OpSchema renamed(const char* base, int base_version, const char* name, int since) {
+  ox::OpSchema s = *ox::OpSchemaRegistry::Schema(base, base_version, "");
+  s.SetName(name);
+  s.SinceVersion(since);
+  return s;
+}
+
+ox::OpSchema with_int_attr(const char* op, int base_version, int since, const char* attr) {
+  ox::OpSchema s = *ox::OpSchemaRegistry::Schema(op, base_version, "");
+  s.SinceVersion(since);
+  s.Attr(attr, "", ox::AttributeProto::INT, false);
+  return s;
+}
+
+class NewerOpsetRegistry final : public ox::ISchemaRegistry {
+ public:
+  NewerOpsetRegistry() {
+    // From opset 18 every reduction takes `axes` as an optional input and has
+    // noop_with_empty_axes: ReduceSum's opset-13 signature.
+    for (const char* op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
+      add(renamed("ReduceSum", 13, op, 18));
+    add(with_int_attr("Split", 13, 18, "num_outputs"));
+    add(with_int_attr("Cast", 13, 19, "saturate"));
+  }
+
+  const ox::OpSchema* GetSchema(const std::string& key, const int max_version,
+                                const std::string& domain) const override {
+    const bool onnx_domain = domain.empty() || domain == "ai.onnx";
+    if (!onnx_domain || max_version <= kKnownOpset)
+      return ox::OpSchemaRegistry::Instance()->GetSchema(key, max_version, domain);
+    auto it = newer_.find(key);
+    if (it != newer_.end()) {
+      auto v = it->second.upper_bound(max_version);
+      if (v != it->second.begin()) return &std::prev(v)->second;
+    }
+    return ox::OpSchemaRegistry::Instance()->GetSchema(key, kKnownOpset, domain);
+  }
+
+ private:
+  void add(ox::OpSchema s) {
+    const std::string name = s.Name();
+    const int since = s.SinceVersion();
+    newer_[name].emplace(since, std::move(s));
+  }
+  std::map<std::string, std::map<int, ox::OpSchema>> newer_;
+};
+
+}  // namespace
+
+const ox::ISchemaRegistry* newer_opset_registry() {
+  static const NewerOpsetRegistry registry;
+  return &registry;
+}
+
+}  // namespace lnv::onnx_import

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""Exports the small ONNX models in tests/data/onnx/ (the C++ tests do not need Python).
+
+Uses Debian's python3-torch, python3-torchvision and python3-onnx (scripts/setup.sh
+installs them); run with the system Python:
+
+    /usr/bin/python3 scripts/make_onnx_test_models.py [OUT_DIR]
+
+Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm) and
+opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
+model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
+Squeeze with axes attributes, arange as ConstantOfShape/NonZero); torchvision's Swin
+Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
+do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
+arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
+Range, Equal/Where/Expand). Every parameter is perturbed before export so that no two
+initializers are equal and the exporter does not share one among several uses.
+"""
+import math
+import os
+import sys
+
+import onnx
+import torch
+import torchvision
+from torch import nn
+
+torch.manual_seed(0)
+
+
+def perturb(model):
+    """Adds distinct noise to every parameter (fresh norms are all ones and zeros, and
+    cloned layers are equal: the exporter would deduplicate them)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model.eval()
+
+
+class GPT2Attention(nn.Module):
+    """Causal self-attention written like GPT-2's: packed qkv projection, heads split
+    with view() on sizes read from the tensor, a causal mask sliced to the length."""
+
+    def __init__(self, d, heads, max_len):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def split_heads(self, x):
+        new_shape = x.size()[:-1] + (self.heads, x.size(-1) // self.heads)
+        return x.view(new_shape).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(x).split(x.size(-1), dim=2)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(v.size(-1))
+        n = w.size(-1)
+        mask = self.bias[:, :, :n, :n]
+        w = torch.where(mask.bool(), w, torch.tensor(-1e4, dtype=w.dtype))
+        a = torch.matmul(torch.softmax(w, dim=-1), v).permute(0, 2, 1, 3).contiguous()
+        return self.c_proj(a.view(a.size()[:-2] + (a.size(-2) * a.size(-1),)))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d, heads, max_len):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = GPT2Attention(d, heads, max_len)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGPT2(nn.Module):
+    """Token and position embeddings (positions from arange of the input's length), two
+    pre-norm blocks, a final LayerNorm and a head tied to the token embedding."""
+
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_len, d)
+        self.h = nn.ModuleList([GPT2Block(d, heads, max_len) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, input_ids):
+        positions = torch.arange(0, input_ids.size(-1), dtype=torch.long).unsqueeze(0)
+        x = self.wte(input_ids) + self.wpe(positions)
+        for block in self.h:
+            x = block(x)
+        return torch.matmul(self.ln_f(x), self.wte.weight.t())
+
+
+class TinyBert(nn.Module):
+    """BERT-shaped: word + position + token-type embeddings, an embedding LayerNorm, a
+    post-norm nn.TransformerEncoder, and a pooler on the first token."""
+
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+        super().__init__()
+        self.word = nn.Embedding(vocab, d)
+        self.position = nn.Embedding(max_len, d)
+        self.token_type = nn.Embedding(2, d)
+        self.emb_norm = nn.LayerNorm(d, eps=1e-12)
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=False)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pooler = nn.Linear(d, d)
+
+    def forward(self, input_ids):
+        positions = torch.arange(input_ids.size(1), dtype=torch.long).expand_as(input_ids)
+        token_types = torch.zeros_like(input_ids)
+        x = self.emb_norm(self.word(input_ids) + self.position(positions) + self.token_type(token_types))
+        x = self.encoder(x)
+        return torch.tanh(self.pooler(x[:, 0]))
+
+
+def tiny_vit():
+    """torchvision's VisionTransformer (class token, nn.MultiheadAttention, pre-norm)."""
+    return torchvision.models.VisionTransformer(image_size=16, patch_size=8, num_layers=2,
+                                                num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                num_classes=10)
+
+
+def tiny_swin():
+    """torchvision's SwinTransformer: shifted windows (torch.roll, an attention mask built
+    with slices and ScatterND-style assignments), relative position bias, patch merging."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[1, 2],
+                           window_size=[4, 4], num_classes=4)
+
+
+def export(model, example, input_name, dynamic, path, opset):
+    # Grad stays enabled so nn.TransformerEncoder takes its exportable (non-fast) path.
+    with torch.enable_grad():
+        torch.onnx.export(model, (example,), path, opset_version=opset, do_constant_folding=True,
+                          input_names=[input_name], output_names=["output"],
+                          dynamic_axes={input_name: dynamic})
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+    ops = {}
+    for n in m.graph.node:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    print(f"{path}: {len(m.graph.node)} nodes, {os.path.getsize(path)} bytes; "
+          + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data", "onnx")
+    os.makedirs(out, exist_ok=True)
+    ids = torch.randint(0, 64, (2, 8))
+    images = torch.randn(2, 3, 16, 16)
+    models = [
+        ("gpt2_tiny", perturb(TinyGPT2()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 11)),
+        ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
+        ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
+        ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17,)),
+    ]
+    for name, model, example, input_name, dynamic, opsets in models:
+        for opset in opsets:
+            export(model, example, input_name, dynamic, os.path.join(out, f"{name}_opset{opset}.onnx"), opset)
+
+
+if __name__ == "__main__":
+    main()
