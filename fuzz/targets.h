@@ -17,6 +17,10 @@ int model_json(const uint8_t* data, size_t size);
 int safetensors(const uint8_t* data, size_t size);
 // model.json text through audit, fold and double evaluation (small models only).
 int pipeline(const uint8_t* data, size_t size);
+#if LNV_HAVE_ONNX
+// An .onnx file through the ONNX reader and constant folding (onnx/).
+int onnx(const uint8_t* data, size_t size);
+#endif
 
 struct Target {
   const char* name;  // as in fuzz_<name> and tests/regressions/fuzz/<name>/
@@ -24,7 +28,11 @@ struct Target {
 };
 inline const std::vector<Target>& all_targets() {
   static const std::vector<Target> t = {
-      {"model_json", model_json}, {"safetensors", safetensors}, {"pipeline", pipeline}};
+      {"model_json", model_json}, {"safetensors", safetensors}, {"pipeline", pipeline},
+#if LNV_HAVE_ONNX
+      {"onnx", onnx},
+#endif
+  };
   return t;
 }
 

@@ -2,9 +2,10 @@
 # Builds one libFuzzer target (ASan + UBSan, in build-asan/) and runs it for SECONDS on its
 # corpus (docs/fuzzing.md).
 #   bash scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: model_json | safetensors | pipeline
+#   TARGET: model_json | safetensors | pipeline | onnx
 # The corpus grows in build-asan/fuzz/TARGET/corpus, seeded from examples/, tests/golden/,
-# tests/regressions/ (model targets) or fuzz/seeds/safetensors/, and from the kept inputs in
+# tests/regressions/ (model targets), fuzz/seeds/safetensors/ or tests/data/onnx/ (the real
+# exports), and from the kept inputs in
 # tests/regressions/fuzz/TARGET/. A crash, leak, timeout or sanitizer report is written to
 # build-asan/fuzz/TARGET/ (crash-*, leak-*, timeout-*, oom-*) and the script exits non-zero.
 # Exits 0 when the run ends without a finding; its last line gives executions and coverage.
@@ -14,9 +15,10 @@ target="${1:?usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]}"
 seconds="${2:?usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]}"
 shift 2
 case "$target" in
-  model_json|pipeline) seeds=(examples tests/golden tests/regressions) dict=model_json ;;
-  safetensors) seeds=(fuzz/seeds/safetensors) dict=safetensors ;;
-  *) echo "fuzz.sh: unknown target '$target' (model_json, safetensors, pipeline)" >&2; exit 2 ;;
+  model_json|pipeline) seeds=(examples tests/golden tests/regressions) dict=model_json max_len=65536 ;;
+  safetensors) seeds=(fuzz/seeds/safetensors) dict=safetensors max_len=65536 ;;
+  onnx) seeds=(tests/data/onnx) dict=onnx max_len=524288 ;;
+  *) echo "fuzz.sh: unknown target '$target' (model_json, safetensors, pipeline, onnx)" >&2; exit 2 ;;
 esac
 bash scripts/asan_build.sh "fuzz_$target" >/dev/null
 
@@ -24,7 +26,7 @@ work="build-asan/fuzz/$target"
 mkdir -p "$work/corpus"
 # Seeds: only the files of each format (a folder may hold READMEs and other formats).
 for d in "${seeds[@]}"; do
-  find "$d" -maxdepth 1 -type f \( -name '*.json' -o -name '*.safetensors' \) \
+  find "$d" -maxdepth 1 -type f \( -name '*.json' -o -name '*.safetensors' -o -name '*.onnx' \) \
     -exec cp -n -t "$work/corpus" {} +
 done
 kept="tests/regressions/fuzz/$target"
@@ -33,11 +35,11 @@ mkdir -p "$kept"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # One process, one job (a shared machine); a single input may take 10 s and 2 GiB at most;
-# inputs up to 64 KiB (the seeds are smaller).
+# inputs up to 64 KiB (512 KiB for ONNX: the exports are up to 370 KB).
 set +e
 "build-asan/fuzz/fuzz_$target" "$work/corpus" "$kept" \
   -dict="fuzz/dict/$dict.dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/" \
+  -malloc_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$work/" \
   "$@" 2>&1 | tee "$work/last.log" | grep -E --line-buffered "DONE|ERROR|SUMMARY|crash-|leak-|timeout-|oom-|Test unit written|==[0-9]+==" 
 rc=${PIPESTATUS[0]}
 set -e

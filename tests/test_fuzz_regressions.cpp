@@ -1,7 +1,7 @@
 // Every input a fuzz target found a problem with (tests/regressions/fuzz/<target>/, one
 // file each, named after what it found) is replayed through the same target function
-// (fuzz/targets.h) in the normal build; so are the model seeds (examples/, tests/golden/),
-// which every target must accept without a finding.
+// (fuzz/targets.h) in the normal build; so are the seeds (examples/, tests/golden/,
+// fuzz/seeds/safetensors/, tests/data/onnx/), on which no target may report a finding.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,14 +45,19 @@ TEST(FuzzRegressions, KeptInputsReplayClean) {
   RecordProperty("replayed", replayed);
 }
 
-TEST(FuzzRegressions, ModelSeedsReplayClean) {
-  std::vector<fs::path> models = files_in(fs::path(LNV_SOURCE_DIR) / "examples");
-  for (const fs::path& f : files_in(fs::path(LNV_SOURCE_DIR) / "tests" / "golden"))
-    models.push_back(f);
+TEST(FuzzRegressions, SeedsReplayClean) {
+  const fs::path src(LNV_SOURCE_DIR);
+  std::vector<fs::path> models = files_in(src / "examples");
+  for (const fs::path& f : files_in(src / "tests" / "golden")) models.push_back(f);
   for (const fuzz::Target& t : fuzz::all_targets()) {
-    if (std::string(t.name) == "safetensors") continue;
-    for (const fs::path& f : models)
-      if (f.extension() == ".json") replay(t, f);
+    const std::string name = t.name;
+    if (name == "model_json" || name == "pipeline")
+      for (const fs::path& f : models)
+        if (f.extension() == ".json") replay(t, f);
+    if (name == "safetensors")
+      for (const fs::path& f : files_in(src / "fuzz" / "seeds" / "safetensors")) replay(t, f);
+    if (name == "onnx")
+      for (const fs::path& f : files_in(src / "tests" / "data" / "onnx")) replay(t, f);
   }
 }
 
