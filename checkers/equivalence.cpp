@@ -161,6 +161,7 @@ struct Comparison {
   bool finite = true;
   double max_abs = 0.0, max_rel = 0.0;
   double bound = 0.0;      // the largest per-trial bound
+  double scale = 0.0;      // the largest per-trial scale the bounds were computed for
   double worst_ratio = 0.0;  // max over trials of max_abs / bound
   int worst_trial = 0;
   std::string worst_quantity;
@@ -270,6 +271,7 @@ class Checker {
       }
       const double bound = rounding_bound(h.nodes.size() > g_.nodes.size() ? h : g_, bits, scale);
       c.bound = std::max(c.bound, bound);
+      c.scale = std::max(c.scale, scale);
       for (size_t q = 0; q < diffs.size(); ++q) {
         const TensorDiff& d = diffs[q].second;
         if (std::isnan(d.max_abs)) {
@@ -360,6 +362,10 @@ class Checker {
     return r;
   }
 
+  // The largest bound, relative to the values' scale, under which a difference counts as
+  // rounding: a fold's genuine error can be as small as this without being missed.
+  static constexpr double kCoarsestBound = 0x1p-16;
+
   // (a)/(b)/(d): the rewrite of `plan` equals the original.
   CheckResult exact(const std::string& kind, const std::string& subject, const FoldPlan& plan) {
     CheckResult res;
@@ -373,6 +379,16 @@ class Checker {
     if (!c.finite) {
       res.outcome = Outcome::inconclusive;
       res.detail = "a value of the original or the rewrite is not finite";
+      return res;
+    }
+    // "Within the bound" proves exactness only when the bound is far below the values: at
+    // too few bits a wrong fold's difference fits under it.
+    if (c.bound > kCoarsestBound * c.scale) {
+      res.outcome = Outcome::inconclusive;
+      res.detail = "at " + std::to_string(bits_) + " bits the rounding bound (" +
+                   std::to_string(c.bound) + ") is not far below the values (" +
+                   std::to_string(c.scale) + "): it cannot tell a fold's error from "
+                   "rounding; use more --bits";
       return res;
     }
     if (c.worst_ratio <= 1.0) return res;
@@ -435,9 +451,10 @@ class Checker {
       if (c.finite && c.worst_ratio <= far) {
         if (const std::optional<Comparison> generic = generic_comparison(forced, far)) {
           c = *generic;
-          res.detail = "with the model's own weights forcing the fold keeps the outputs "
-                       "(e.g. an activation they never turn on); with redrawn weights it changes " +
-                       c.worst_quantity;
+          res.detail = "with the model's own weights forcing the fold keeps the outputs by "
+                       "coincidence (e.g. an activation they never turn on, or a factor equal "
+                       "over the features); with redrawn weights it changes " +
+                       c.worst_quantity + ", so the verdict stands on the structure";
         }
       }
       if (!c.finite) {

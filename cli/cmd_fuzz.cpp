@@ -11,7 +11,11 @@
 //
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR unless only over-cautious
 // under --keep-going), 2 bad options.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <iomanip>
@@ -81,7 +85,24 @@ std::string write_failure(const Options& o, uint64_t case_seed, const check::Shr
   return stem + ".model.json";
 }
 
+// A failing case may come after hours: --out must be usable before the campaign starts.
+// It is created only when a case fails; here its nearest existing ancestor (itself, when it
+// exists) must be a directory we may write in.
+void check_out_dir(const std::string& out) {
+  check_path_length((fs::path(out) / "case-18446744073709551615.model.json").string());
+  std::error_code ec;
+  fs::path at = fs::absolute(out, ec);
+  while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path())
+    at = at.parent_path();
+  if (!fs::is_directory(at, ec))
+    throw ModelError("fuzz/--out", "'" + out + "': " + at.string() + " is not a directory");
+  if (::access(at.c_str(), W_OK | X_OK) != 0)
+    throw ModelError("fuzz/--out", "'" + out + "': cannot write in " + at.string() + ": " +
+                                       std::strerror(errno));
+}
+
 int run(const Options& o) {
+  check_out_dir(o.out);
   gen::GenConfig cfg;
   cfg.max_nodes = o.max_nodes;
   cfg.max_steps = std::max(2, o.max_nodes / 2);

@@ -85,7 +85,10 @@ void save_with_side_file(Graph& g, const std::string& out, const std::string& si
 
 // Refuses, before any work, an output path the model cannot be written to.
 void check_output(const std::string& out, const std::string& side) {
-  if (fs::is_directory(out))
+  check_path_length(out);
+  if (!side.empty()) check_path_length(side);
+  std::error_code ec;
+  if (fs::is_directory(out, ec))
     throw ModelError("zoo/-o", out + " is a directory; expected a model file path");
   if (!side.empty() && fs::path(side).lexically_normal() == fs::path(out).lexically_normal())
     throw ModelError("zoo/-o", "with --safetensors the weights go to " + side +

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -121,6 +122,21 @@ json parse_json(const std::string& text, const std::string& where, const std::st
   }
 }
 
+void check_json_depth(const json& j, const std::string& where, const std::string& what) {
+  // (value, containers around it and itself); scalars are never pushed.
+  std::vector<std::pair<const json*, int>> todo;
+  if (j.is_structured()) todo.emplace_back(&j, 1);
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxJsonDepth)
+      throw ModelError(where, what + ": arrays and objects nested deeper than " +
+                                  std::to_string(kMaxJsonDepth) + " levels");
+    for (const json& c : *v)
+      if (c.is_structured()) todo.emplace_back(&c, depth + 1);
+  }
+}
+
 namespace {
 
 // Appends j as dump() writes it, but stops soon after `out` reaches `limit` characters:
@@ -190,6 +206,23 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   out.commit(true);
 }
 
+void check_path_length(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string name = target.filename().string();
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);  // -1: dir missing or no limit
+  const size_t limit = name_max > 0 ? size_t(name_max) : size_t(NAME_MAX);
+  if (name.size() > limit)
+    throw ModelError(path, "cannot write: the file name is " + std::to_string(name.size()) +
+                               " bytes long, more than the " + std::to_string(limit) +
+                               " the file system allows");
+  if (path.size() >= PATH_MAX)
+    throw ModelError(path, "cannot write: the path is " + std::to_string(path.size()) +
+                               " bytes long, more than the " + std::to_string(PATH_MAX - 1) +
+                               " the system allows");
+}
+
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   const fs::path target(path_);
@@ -200,10 +233,17 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st))
     throw ModelError(path_, "cannot write: not a regular file (a device, FIFO or socket); "
                             "lnverify writes its outputs as regular files");
+  check_path_length(path_);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string name = ".";
   name += target.filename().string();
-  name += ".tmp-XXXXXX";
+  // The temporary name is longer than the target's; a target name near the limit gets a
+  // temporary name cut to fit.
+  constexpr std::string_view kSuffix = ".tmp-XXXXXX";
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && name.size() + kSuffix.size() > size_t(name_max))
+    name.resize(size_t(name_max) - kSuffix.size());
+  name += kSuffix;
   tmp_ = (dir / name).string();
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0) {

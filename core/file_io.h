@@ -31,6 +31,11 @@ constexpr int kMaxJsonDepth = 128;
 nlohmann::json parse_json(const std::string& text, const std::string& where,
                           const std::string& what);
 
+// Throws ModelError(where, what + ": ...") when `j` nests arrays and objects deeper than
+// kMaxJsonDepth, as parse_json does for text; for values built in memory. Iterative, so
+// any depth is checked without recursion.
+void check_json_depth(const nlohmann::json& j, const std::string& where, const std::string& what);
+
 // A short rendering of a JSON value for error messages: the start of what dump() writes,
 // cut to about 60 characters ("..."); NaN and infinities by name. Its cost and recursion
 // depth are bounded by that length, whatever the size or depth of the value.
@@ -40,6 +45,11 @@ std::string excerpt(const nlohmann::json& j);
 // error quoting a user's string stays on one line and is not cut short at a NUL.
 std::string printable(std::string_view text);
 
+// Throws ModelError(path, ...) when `path` cannot name a file here because it is too
+// long: its last component longer than the directory's file system allows (NAME_MAX), or
+// the whole path longer than PATH_MAX. The message gives both lengths.
+void check_path_length(const std::string& path);
+
 // Writes `bytes` to `path` atomically: a temporary file in the same directory is written,
 // flushed to disk and renamed over `path`, so readers see the old file or the complete new
 // one, never a partial file. Throws ModelError naming the path on failure (the temporary
@@ -47,7 +57,7 @@ std::string printable(std::string_view text);
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
 // A file written piece by piece with the same guarantee: the bytes go into a temporary
-// file in the target's directory, and commit() renames it over `path`. Until commit()
+// file in the target's directory (named after the target, shortened to fit), and commit() renames it over `path`. Until commit()
 // succeeds `path` is untouched; a writer destroyed without commit() (an exception while
 // producing the bytes) removes its temporary file. Every failure throws ModelError
 // naming `path`.

@@ -1,12 +1,16 @@
 #include "core/model_json.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -348,6 +352,7 @@ class ModelParser {
     }
     if (j.contains("params")) {
       const json& a = array(j["params"], "/params");
+      refuse_init_beyond_memory(a);
       for (size_t i = 0; i < a.size(); ++i)
         g.params.push_back(param(a[i], child("/params", i), g.seed));
     }
@@ -363,6 +368,37 @@ class ModelParser {
   const json& array(const json& j, const std::string& path) const {
     if (!j.is_array()) Reader{}.fail(path, "expected an array, got " + excerpt(j));
     return j;
+  }
+
+  // Every `init` param is drawn into memory as doubles, so their total is checked before
+  // the first is drawn: a model asking for more than the machine holds is refused with the
+  // total instead of failing part way. (A param with an invalid shape is not counted;
+  // reading it reports the shape.)
+  void refuse_init_beyond_memory(const json& params) const {
+    double values = 0;
+    for (const json& p : params) {
+      if (!p.is_object() || !p.contains("init") || !p.contains("shape")) continue;
+      try {
+        values += double(numel(Reader{}.shape(p["shape"], "")));
+      } catch (const ModelError&) {
+      }
+    }
+    const double bytes = values * sizeof(double);
+    const bool machine = options_.max_init_bytes == 0;
+    const double limit =
+        machine ? 0.75 * double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE))
+                : double(options_.max_init_bytes);
+    if (bytes <= limit) return;
+    auto gib = [](double b) {
+      std::ostringstream out;
+      out << std::setprecision(3) << b / double(int64_t{1} << 30) << " GiB";
+      return out.str();
+    };
+    Reader{}.fail("/params", "the init params together hold " +
+                                 std::to_string(int64_t(values)) + " values (" + gib(bytes) +
+                                 " as doubles), more than " +
+                                 (machine ? "this machine's memory allows (" : "the limit (") +
+                                 gib(limit) + ")");
   }
 
   Input input(const json& j, const std::string& path) const {
@@ -921,11 +957,12 @@ Node parse_node(const nlohmann::json& j, const std::string& path) { return read_
 nlohmann::json node_to_json(const Node& n) { return node_json(n); }
 
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir) {
-  return ModelParser(base_dir, {}).parse(j);
+  return parse_model(j, base_dir, LoadOptions{});
 }
 
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
                   const LoadOptions& options) {
+  check_json_depth(j, "/", "the model");
   return ModelParser(base_dir, options).parse(j);
 }
 

@@ -24,7 +24,8 @@
 namespace lnv {
 
 // Builds and finalizes the graph of a parsed model.json. `base_dir` is the directory
-// `file` params are relative to ("" = the current directory).
+// `file` params are relative to ("" = the current directory). A value nested deeper than
+// kMaxJsonDepth is refused as parse_json refuses such text.
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir);
 
 // Reads, parses and finalizes a model file. Invalid JSON (including duplicate keys)
@@ -39,6 +40,10 @@ struct LoadOptions {
   // deferred load accepts exactly the files a full load accepts. For commands that only
   // rewrite structure (fold); the evaluators need materialized values.
   bool defer_file_values = false;
+  // The most bytes the `init` params may take together as doubles; 0 means three
+  // quarters of the machine's physical memory. A model asking for more is refused before
+  // any value is drawn, with the total.
+  uint64_t max_init_bytes = 0;
 };
 Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
                   const LoadOptions& options);

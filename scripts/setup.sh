@@ -12,6 +12,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libonnx-dev libprotobuf-dev libonnx-testdata
   python3-torch python3-torchvision python3-onnx
+  clang libfuzzer-14-dev libclang-rt-14-dev
 )
 
 missing=()
