@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
