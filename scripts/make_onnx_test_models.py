@@ -13,7 +13,9 @@ Squeeze with axes attributes, arange as ConstantOfShape/NonZero); torchvision's 
 Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
-Range, Equal/Where/Expand). Every parameter is perturbed before export so that no two
+Range, Equal/Where/Expand). Beside them, <model>_data/test_data_set_0/ holds the example
+input and PyTorch's output for it (input_0.pb, output_0.pb; one per model, all its opsets
+compute the same function). Every parameter is perturbed before export so that no two
 initializers are equal and the exporter does not share one among several uses.
 """
 import math
@@ -148,6 +150,18 @@ def export(model, example, input_name, dynamic, path, opset):
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
 
 
+def save_reference(model, example, folder):
+    """PyTorch's own output for `example`, beside the exports, as ONNX's backend test data
+    stores it (test_data_set_0/input_0.pb, output_0.pb): the import must reproduce it."""
+    from onnx import numpy_helper
+    os.makedirs(folder, exist_ok=True)
+    with torch.no_grad():
+        y = model(example)
+    for name, t in (("input_0.pb", example), ("output_0.pb", y)):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(numpy_helper.from_array(t.numpy()).SerializeToString())
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data", "onnx")
     os.makedirs(out, exist_ok=True)
@@ -162,6 +176,7 @@ def main():
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:
             export(model, example, input_name, dynamic, os.path.join(out, f"{name}_opset{opset}.onnx"), opset)
+        save_reference(model, example, os.path.join(out, f"{name}_data", "test_data_set_0"))
 
 
 if __name__ == "__main__":
