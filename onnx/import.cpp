@@ -368,6 +368,14 @@ lnv::Graph import_graph(const Model& folded) {
   return im.finish();
 }
 
+bool is_imported_op(const std::string& domain, const std::string& op_type) {
+  if (domain == "com.microsoft")
+    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization";
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
+         op_type == "RMSNormalization";
+}
+
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims) {
   return import_graph(fold_constants(load_onnx(path, dims)).model);
 }

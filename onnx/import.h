@@ -28,6 +28,10 @@ lnv::Graph import_graph(const Model& folded);
 // load_onnx, fold_constants, import_graph.
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims);
 
+// Whether the importer maps ONNX op `op_type` of `domain` ("" for ONNX's own) onto
+// model.json ops (for some of its attributes and operands at least), norms included.
+bool is_imported_op(const std::string& domain, const std::string& op_type);
+
 // Whether `path` names an ONNX file: its extension is ".onnx", or (any other extension) its
 // first bytes are not JSON's and parse as the start of a ModelProto (field 1, ir_version).
 bool is_onnx_path(const std::filesystem::path& path);
