@@ -238,6 +238,16 @@ class Matcher {
     add(std::move(norm), "LayerNormalization");
   }
 
+  // Whether `v` is Sub(y, ReduceMean(y)): the rest of a LayerNorm spelling that did not
+  // match whole (a partial match), which is imported op by op, not as an RMSNorm of it.
+  bool centered_by_sub(const std::string& v) const {
+    const int s = im_.producer(v);
+    if (s < 0 || nodes_[s].op_type != "Sub" || nodes_[s].inputs.size() != 2) return false;
+    const int m = im_.producer(root(nodes_[s].inputs[1]));
+    return m >= 0 && nodes_[m].op_type == "ReduceMean" &&
+           root(nodes_[m].inputs[0]) == root(nodes_[s].inputs[0]);
+  }
+
   // Pow 2 | Mul(x, x) -> ReduceMean -> Add eps -> Sqrt -> Div | Reciprocal.Mul -> [Mul weight]
   // -> [Add bias].
   void try_rms_norm_decomposed(size_t q) {
@@ -248,7 +258,8 @@ class Matcher {
     norm.x = root(n.inputs[0]);
     const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
                                            : root(n.inputs[1]) == norm.x;
-    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x)) return;
+    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x) || centered_by_sub(norm.x))
+      return;
     const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
     Nodes& path = norm.nodes;
     path.push_back(q);

@@ -60,8 +60,20 @@ bool only_gather_indices(const Graph& g, const std::string& v) {
   return read;
 }
 
+// Whether graph input `v` is read as a weight (a Conv's, a norm's), statistics, or an
+// exponent: a constant in a real model.
+bool read_as_weight(const Graph& g, const std::string& v) {
+  for (const Node& n : g.nodes)
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (n.inputs[k] == v &&
+          (n.op_type == "Conv" || n.op_type == "BatchNormalization" || n.op_type == "Pow" ||
+           n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization"))
+        return true;
+  return false;
+}
+
 // The test's integer and bool inputs that are not token ids (shapes, axes, a ratio, a
-// training flag) are constants in a real model: they become initializers, as the folder
+// training flag), and weights, are constants in a real model: they become initializers, as the folder
 // needs them. The float inputs (and ids) stay graph inputs; their data is returned.
 std::optional<std::vector<lnv::Tensor<double>>> feed(Model& model, const fs::path& dir) {
   const auto input_files = data_files(dir, "input_");
@@ -74,7 +86,8 @@ std::optional<std::vector<lnv::Tensor<double>>> feed(Model& model, const fs::pat
   for (size_t k = 0; k < declared.size(); ++k) {
     Tensor t = load_tensor_pb(input_files[k]);
     if (t.type != declared[k]->type || t.dims != declared[k]->static_dims()) return std::nullopt;
-    if (t.is_float() || only_gather_indices(model.graph, declared[k]->name)) {
+    if ((t.is_float() && !read_as_weight(model.graph, declared[k]->name)) ||
+        only_gather_indices(model.graph, declared[k]->name)) {
       feeds.push_back(as_double(t));
       continue;
     }
