@@ -9,7 +9,8 @@ installs them); run with the system Python:
 Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm) and
 opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
 model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
-Squeeze with axes attributes, arange as ConstantOfShape/NonZero); torchvision's Swin
+Squeeze with axes attributes, arange as ConstantOfShape/NonZero); a small MLP with two LayerNorms
+(mlp_tiny, opsets 17 and 14: only ops model.json has); torchvision's Swin
 Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
@@ -120,6 +121,23 @@ class TinyBert(nn.Module):
         return torch.tanh(self.pooler(x[:, 0]))
 
 
+class TinyMLP(nn.Module):
+    """A Linear, a LayerNorm of it, a GELU MLP added back to it, a final LayerNorm: both
+    LayerNorms read sums of Linear outputs (foldable). Only ops model.json has, so every
+    command runs on it end to end."""
+
+    def __init__(self, d_in=6, d=8):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d)
+        self.ln_1 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.ln_2 = nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return self.ln_2(h + self.mlp(self.ln_1(h)))
+
+
 def tiny_vit():
     """torchvision's VisionTransformer (class token, nn.MultiheadAttention, pre-norm)."""
     return torchvision.models.VisionTransformer(image_size=16, patch_size=8, num_layers=2,
@@ -172,6 +190,7 @@ def main():
         ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
         ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
         ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17,)),
+        ("mlp_tiny", perturb(TinyMLP()), torch.randn(2, 3, 6), "x", {0: "batch"}, (17, 14)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:

@@ -29,6 +29,8 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 // Verdicts derived by hand (inference mode), as a function of the LayerNorm's name (the
 // ONNX node's, or for a decomposition its common path + "LayerNormalization").
 //
+// MLP (mlp_tiny): ln_1 reads proj(x), a Linear (MatMul by an [in, out] initializer plus a
+//   bias: centered); ln_2 reads proj(x) + mlp(ln_1(...)), two Linears: both fold.
 // GPT-2-like, pre-norm: every LN (ln_1, ln_2 of each block, ln_f) reads the residual
 //   stream wte(ids) + wpe(positions) + the blocks' c_proj and mlp outputs. wte is an
 //   embedding (CBWC centers its rows), wpe's lookup of the folded positions is a constant
@@ -61,6 +63,8 @@ const std::vector<Export>& exports() {
     return n.rfind("/features/features.1/", 0) != 0 && n.rfind("/features/features.2/", 0) != 0;
   };
   static const std::vector<Export> list = {
+      {"mlp_tiny_opset17.onnx", "mlp_tiny_data", {{"batch", 2}}, 2, all},
+      {"mlp_tiny_opset14.onnx", "mlp_tiny_data", {{"batch", 2}}, 2, all},
       {"gpt2_tiny_opset17.onnx", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
       {"gpt2_tiny_opset14.onnx", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
       {"gpt2_tiny_opset11.onnx", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
@@ -141,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(RealExports, Exports, testing::ValuesIn(exports()),
 // The two spellings of a LayerNorm give the same graph to the analysis: the same norm names
 // and the same verdicts.
 TEST(ExportSpellings, Opset14And17AgreeOnNormsAndVerdicts) {
-  for (const char* model : {"gpt2_tiny", "bert_tiny", "vit_tiny"}) {
+  for (const char* model : {"mlp_tiny", "gpt2_tiny", "bert_tiny", "vit_tiny"}) {
     std::map<std::string, bool> verdicts[2];
     int k = 0;
     for (const char* opset : {"14", "17"}) {
@@ -150,12 +154,15 @@ TEST(ExportSpellings, Opset14And17AgreeOnNormsAndVerdicts) {
         if (x.file == std::string(model) + "_opset" + opset + ".onnx") e = &x;
       std::string skip;
       const auto g = import_or_skip(*e, skip);
-      if (!g) GTEST_SKIP() << skip;
+      if (!g) {
+        std::cout << model << ": skipped: " << skip << "\n";
+        break;
+      }
       for (const lnv::LnVerdict& v : lnv::detect_foldable(*g, lnv::Mode::inference).layer_norms)
         verdicts[k][v.name] = v.foldable[0];
       ++k;
     }
-    EXPECT_EQ(verdicts[0], verdicts[1]) << model;
+    if (k == 2) EXPECT_EQ(verdicts[0], verdicts[1]) << model;
   }
 }
 
