@@ -382,6 +382,9 @@ lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dim
 
 bool is_onnx_path(const std::filesystem::path& path) {
   if (path.extension() == ".onnx") return true;
+  // Only a regular file is peeked at: reading a FIFO's first byte would consume it.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream f(path, std::ios::binary);
   char first = 0;
   // A ModelProto written by ONNX starts with field 1 (ir_version, varint): byte 0x08.

@@ -32,8 +32,9 @@ lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dim
 // model.json ops (for some of its attributes and operands at least), norms included.
 bool is_imported_op(const std::string& domain, const std::string& op_type);
 
-// Whether `path` names an ONNX file: its extension is ".onnx", or (any other extension) its
-// first bytes are not JSON's and parse as the start of a ModelProto (field 1, ir_version).
+// Whether `path` names an ONNX file: its extension is ".onnx", or it is a regular file whose
+// first byte starts a ModelProto (0x08: field 1, ir_version; model.json starts with '{').
+// Other files (a FIFO) are not read, so nothing is consumed.
 bool is_onnx_path(const std::filesystem::path& path);
 
 }  // namespace lnv::onnx_import
