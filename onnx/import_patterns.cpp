@@ -288,6 +288,7 @@ class Matcher {
       if (im_.used(n, k)) return;
     Norm norm;
     norm.op = n.op_type == "LayerNormalization" ? Op::layer_norm : Op::rms_norm;
+    if (norm.op == Op::rms_norm && n.inputs.size() > 2) return;  // no bias in an RMSNorm op
     norm.x = n.inputs[0];
     if (!im_.has_shape(norm.x)) return;
     const std::vector<int64_t>& x = im_.shape(norm.x);

@@ -278,6 +278,24 @@ TEST(OnnxImportNorms, SimplifiedLayerNormalization) {
   expect_norm(b, lnv::Op::rms_norm, 1, true, static_cast<double>(1e-6f), false);
 }
 
+TEST(OnnxImportNorms, RMSNormalizationOpset23) {
+  Builder b(23);
+  b.weights();
+  Builder::real(b.node("/rms/RMSNormalization", "RMSNormalization", {"x", "weight"}, {"y"}),
+                "epsilon", 1e-6f);
+  b.output("y");
+  expect_norm(b, lnv::Op::rms_norm, 1, true, static_cast<double>(1e-6f), false);
+}
+
+TEST(OnnxImportNorms, GeluOpset20) {
+  Builder b(20);
+  b.node("/mlp/Gelu", "Gelu", {"x"}, {"y"});
+  b.output("y");
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, lnv::Op::gelu);
+}
+
 TEST(OnnxImportNorms, SkipLayerNormalizationIsAnAddAndALayerNorm) {
   Builder b(17);
   b.m.opset_imports.push_back({"com.microsoft", 1});
