@@ -167,6 +167,7 @@ class Matcher {
     double eps = 0;
     std::string weight, bias;  // ONNX constants, empty when absent
     std::string out;           // the ONNX value the norm computes
+    std::string mean_out, inv_std_out;  // LayerNormalization's statistics outputs, if read
     Nodes nodes;
     std::string name;  // empty: from the nodes' common path
   };
@@ -284,10 +285,18 @@ class Matcher {
   // Mean or InvStdDev output is read is not a plain norm: it stays one node (opaque).
   void try_norm_op(size_t i) {
     const auto& n = nodes_[i];
-    for (size_t k = 1; k < n.outputs.size(); ++k)
-      if (im_.used(n, k)) return;
     Norm norm;
     norm.op = n.op_type == "LayerNormalization" ? Op::layer_norm : Op::rms_norm;
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (im_.used(n, k) && !(norm.op == Op::layer_norm && k <= 2)) return;
+    // LayerNormalization's Mean and InvStdDev, when read, are computed beside the norm from
+    // the same input: mean(x), and 1/sqrt(mean(center(x)^2) + eps) (which needs model.json's
+    // sqrt and reciprocal; without them the node stays whole, opaque).
+    if (im_.used(n, 1)) norm.mean_out = n.outputs[1];
+    if (im_.used(n, 2)) {
+      if (!op_from_name("sqrt") || !op_from_name("reciprocal")) return;
+      norm.inv_std_out = n.outputs[2];
+    }
     if (norm.op == Op::rms_norm && n.inputs.size() > 2) return;  // no bias in an RMSNorm op
     norm.x = n.inputs[0];
     if (!im_.has_shape(norm.x)) return;
@@ -420,6 +429,30 @@ class Matcher {
     return n.name.empty() ? n.outputs[0] : n.name;
   }
 
+  // Mean = mean(x) and InvStdDev = 1 / sqrt(mean(center(x)^2) + eps) over the norm's axes,
+  // kept (LayerNormalization's outputs 1 and 2).
+  static void statistics(Importer& im, const Norm& norm) {
+    const std::string x = im.value(norm.x);
+    auto reduce = [&](const std::string& want, const std::string& in) {
+      lnv::Node m = im.named_node(want, Op::mean, {in});
+      m.axes = norm.axes;
+      m.keepdims = true;
+      return m;
+    };
+    if (!norm.mean_out.empty()) im.emit_final(reduce(norm.name + ".Mean", x), norm.mean_out);
+    if (norm.inv_std_out.empty()) return;
+    lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
+    c.axes = norm.axes;
+    const std::string centered = im.emit(std::move(c));
+    const std::string sq = im.emit(im.named_node(norm.name + ".square", Op::mul, {centered, centered}));
+    const std::string var = im.emit(reduce(norm.name + ".var", sq));
+    const std::string ve = im.emit(im.named_node(norm.name + ".var_eps", Op::add,
+                                                 {var, im.new_param(norm.name + ".eps", {}, {norm.eps})}));
+    const std::string s = im.emit(im.named_node(norm.name + ".std", *op_from_name("sqrt"), {ve}));
+    im.emit_final(im.named_node(norm.name + ".InvStdDev", *op_from_name("reciprocal"), {s}),
+                  norm.inv_std_out);
+  }
+
   void add(Norm norm, const std::string& kind) {
     for (size_t k : norm.nodes) im_.consume(k);
     if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
@@ -434,6 +467,7 @@ class Matcher {
       if (!norm.bias.empty()) ln.bias = im.param_as(norm.bias, over);
       const std::string name = ln.name;
       im.emit_final(std::move(ln), norm.out);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm);
       Nodes sorted = norm.nodes;
       std::sort(sorted.begin(), sorted.end());
       im.record_norm(name, sorted);

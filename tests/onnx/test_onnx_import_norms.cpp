@@ -390,14 +390,35 @@ TEST(OnnxImportNorms, PartialMatchesAreNotNorms) {
     b.m.graph.initializers[0].value.floats = {3.0};
     EXPECT_EQ(matches(b), 0u);
   }
-  {  // Mean output of LayerNormalization read: not a plain norm
+  {  // InvStdDev of LayerNormalization read: computed beside the norm with sqrt and
+     // reciprocal, or, while model.json lacks them, the node is not a plain norm
     Builder b(17);
     b.weights();
-    b.node("/ln/LayerNormalization", "LayerNormalization", {"x", "weight", "bias"}, {"y", "mean"});
+    b.node("/ln/LayerNormalization", "LayerNormalization", {"x", "weight", "bias"}, {"y", "", "inv"});
     b.output("y");
-    b.output("mean", {kRows, 1});
-    EXPECT_EQ(matches(b), 0u);
+    b.output("inv", {kRows, 1});
+    const bool ops = lnv::op_from_name("sqrt") && lnv::op_from_name("reciprocal");
+    EXPECT_EQ(matches(b), ops ? 1u : 0u);
   }
+}
+
+TEST(OnnxImportNorms, LayerNormalizationWithItsMeanRead) {
+  Builder b(17);
+  b.weights();
+  b.node("/ln/LayerNormalization", "LayerNormalization", {"x", "weight", "bias"}, {"y", "mean"});
+  b.output("y");
+  b.output("mean", {kRows, 1});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op, lnv::Op::layer_norm);
+  EXPECT_EQ(g.nodes[1].name, "/ln/LayerNormalization.Mean");
+  lnv::Tensor<double> x({kRows, kD}, input_values());
+  const auto ev = lnv::eval::evaluate<double>(g, {x}, lnv::eval::RunOptions{});
+  const auto want = expected(false, true, 1e-5);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(ev.outputs[0].data[i], want[i], 1e-6);
+  for (int64_t r = 0; r < kRows; ++r)
+    EXPECT_NEAR(ev.outputs[1].data[r],
+                std::accumulate(&x.data[r * kD], &x.data[(r + 1) * kD], 0.0) / kD, 1e-15);
 }
 
 TEST(OnnxImportNorms, WeightOfAnotherShapeStaysAMul) {
