@@ -1,6 +1,6 @@
-// Norms and Gelu in the spellings exporters use (docs/onnx.md, "Norms"): small ONNX graphs
-// written with the IR and save_onnx, imported, and evaluated in double against the norm's
-// formula. Partial matches must not become norms.
+// Small ONNX graphs written with the IR and save_onnx, imported: norms and Gelu in the
+// spellings exporters use (docs/onnx.md, "Norms"), evaluated in double against the norm's
+// formula; partial matches that must not become norms; names kept, sanitized and unique.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -431,6 +431,38 @@ TEST(OnnxImportNorms, WeightOfAnotherShapeStaysAMul) {
   im.import_inputs();
   EXPECT_EQ(match_patterns(im).size(), 1u);
   EXPECT_FALSE(im.consumed(7)) << "the Mul by a [rows, D] tensor is not the norm's weight";
+}
+
+TEST(OnnxImportNames, KeptSanitizedAndUnique) {
+  Builder b;
+  b.init("w b", {kD, kD}, std::vector<double>(kD * kD, 0.5));
+  b.node("proj out", "MatMul", {"x", "w b"}, {"h"});
+  b.node("proj out", "Relu", {"h"}, {"r"});  // the same node name twice
+  b.node("", "Tanh", {"r"}, {"t#1"});        // unnamed
+  b.output("t#1");
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.params[0].name, "w_b");
+  EXPECT_EQ(g.nodes[0].name, "proj_out");
+  EXPECT_EQ(g.nodes[1].name, "proj_out.2");
+  EXPECT_EQ(g.nodes[2].name, "t_1") << "an unnamed node takes its output's name";
+  const auto& renamed = g.meta["onnx"]["renamed"];
+  EXPECT_EQ(renamed["w_b"], "w b");
+  EXPECT_EQ(renamed["proj_out.2"], "proj out");
+  EXPECT_EQ(renamed["t_1"], "t#1");
+  EXPECT_EQ(g.meta["onnx"]["outputs"]["t#1"], "t_1");
+}
+
+TEST(OnnxImportNames, ErrorsNameTheNodeAsTheFileSpellsIt) {
+  Builder b;
+  b.node("my node!", "Sin", {"x"}, {"y"});
+  b.output("y");
+  try {
+    import_onnx(b.write(), {});
+    FAIL() << "Sin imported";
+  } catch (const lnv::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'my node!' (Sin)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
