@@ -5,7 +5,7 @@
 //
 // Exit codes (cli/command.h): 0 every check holds, 1 a check fails (printed: which LN or
 // output, the trial's run seed, the first node where original and rewrite part), 2 bad
-// input, 3 inconclusive.
+// input, 3 inconclusive (also when the model has an opaque op the evaluators cannot run).
 #include <iostream>
 
 #include "checkers/equivalence.h"
@@ -65,7 +65,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--torch-tol", st->torch.tol,
                  "--engine torch: float64 relative difference allowed (default 1e-9)")
       ->check(positive_finite());
-  return [st]() -> int {
+  auto run = [st]() -> int {
     if (st->engine == "torch") return run_torch(*st);
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_input(st->model, st->dims);
@@ -83,6 +83,16 @@ Action setup(CLI::App& sub) {
       case report::Outcome::inconclusive: return kInconclusive;
     }
     return kInternal;
+  };
+  // A model with an op the evaluators cannot compute (an imported opaque op) can be
+  // proved neither way: inconclusive, naming the op.
+  return [run]() -> int {
+    try {
+      return run();
+    } catch (const NotEvaluableError& e) {
+      std::cerr << "lnverify: check inconclusive: " << e.what() << "\n";
+      return kInconclusive;
+    }
   };
 }
 
