@@ -65,6 +65,33 @@ void map_unary(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(im.node(n, i, *op, {im.value(n.inputs[0])}), n.outputs[0]);
 }
 
+// HardSigmoid: max(0, min(1, alpha x + beta)), ONNX's defaults alpha 0.2, beta 0.5.
+void map_hard_sigmoid(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node h = im.node(n, i, Op::hard_sigmoid, {im.value(n.inputs[0])});
+  h.alpha = im.attr_f(n, "alpha", 0.2);
+  h.beta = im.attr_f(n, "beta", 0.5);
+  im.emit_final(std::move(h), n.outputs[0]);
+}
+
+// Clip: bounds as attributes before opset 11, as optional constant inputs from 11; none:
+// the identity.
+void map_clip(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node c = im.node(n, i, Op::clip, {im.value(n.inputs[0])});
+  if (im.model().opset("") < 11) {
+    c.min = im.attr_f(n, "min", c.min);
+    c.max = im.attr_f(n, "max", c.max);
+  } else {
+    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+      if (n.inputs[k].empty()) continue;
+      const auto bound = im.scalar(n.inputs[k]);
+      if (!bound) return im.opaque(i, "a bound that is not a constant");
+      (k == 1 ? c.min : c.max) = *bound;
+    }
+  }
+  if (std::isinf(c.min) && std::isinf(c.max)) return im.alias(n.outputs[0], n.inputs[0]);
+  im.emit_final(std::move(c), n.outputs[0]);
+}
+
 void map_neg(Importer& im, const onnx_import::Node& n, size_t i) {
   Node s = im.node(n, i, Op::scale, {im.value(n.inputs[0])});
   s.factor = -1.0;
@@ -330,6 +357,7 @@ const std::map<std::string, Mapper>& mappers() {
       {"Relu", map_unary}, {"Tanh", map_unary}, {"Sigmoid", map_unary}, {"Exp", map_unary},
       {"Sqrt", map_unary}, {"Reciprocal", map_unary}, {"Erf", map_unary},
       {"HardSwish", map_unary}, {"Gelu", map_unary},
+      {"HardSigmoid", map_hard_sigmoid}, {"Clip", map_clip},
       {"MatMul", map_matmul}, {"Gemm", map_gemm}, {"Conv", map_conv},
       {"BatchNormalization", map_batch_norm},
       {"Reshape", map_reshape}, {"Flatten", map_reshape}, {"Squeeze", map_reshape},

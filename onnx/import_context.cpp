@@ -214,7 +214,31 @@ void Importer::alias(const std::string& onnx_value, const std::string& of) {
 }
 
 void Importer::opaque(size_t i, const std::string& why) {
-  throw ModelError(describe(i), "not supported yet: " + why);
+  const onnx_import::Node& n = m_.graph.nodes[i];
+  std::vector<std::string> inputs;
+  for (const std::string& v : n.inputs) {
+    if (v.empty()) continue;
+    const Initializer* c = constant(v);
+    if (c && !c->value.is_float()) continue;  // an integer constant carries no data dependence
+    inputs.push_back(value(v));
+  }
+  std::vector<size_t> used_outputs;
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (used(n, k)) used_outputs.push_back(k);
+  const std::string base = n.name.empty() ? n.outputs[0] : n.name;
+  for (size_t k : used_outputs) {
+    const std::string& out = n.outputs[k];
+    if (!shapes_.count(out))
+      throw ModelError(describe(i), "output '" + out + "' has no static shape, which an op "
+                                    "lnverify does not model (" + why + ") needs");
+    lnv::Node o = named_node(used_outputs.size() == 1 ? base : base + ":" + std::to_string(k),
+                             Op::opaque, inputs);
+    o.op_type = n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "." + n.op_type;
+    o.shape = shapes_.at(out);
+    const std::string name = o.name;
+    emit_final(std::move(o), out);
+    opaque_[name] = why;
+  }
 }
 
 void Importer::note_index_range(const std::string& input, int64_t rows) {
@@ -256,7 +280,8 @@ lnv::Graph Importer::finish() {
                {"opsets", opsets},
                {"outputs", outputs},
                {"renamed", renamed_},
-               {"norms", norms_}}}};
+               {"norms", norms_},
+               {"opaque", opaque_}}}};
   try {
     g_.finalize();
   } catch (const ModelError& e) {

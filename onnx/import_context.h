@@ -65,8 +65,11 @@ class Importer {
   void emit_final(lnv::Node node, const std::string& onnx_value);
   void alias(const std::string& onnx_value, const std::string& of);
   void alias_lnv(const std::string& onnx_value, const std::string& lnv_name) { values_[onnx_value] = lnv_name; }
-  // Node i as an `opaque` node with ONNX shape inference's shapes (`why`: why it is not
-  // mapped onto a model.json op).
+  // Node i as `opaque` nodes, one per output read (named as the node, or "<node>:<k>" when
+  // several are read), with ONNX shape inference's shapes and the ONNX op type
+  // ("domain.Op" outside the default domain); its inputs are every value it reads but
+  // integer constants. `why` (why it is not mapped onto a model.json op) goes into
+  // meta.onnx.opaque.
   void opaque(size_t i, const std::string& why);
   void note_index_range(const std::string& input, int64_t rows);
   void consume(size_t i) { consumed_.insert(i); }
@@ -93,6 +96,7 @@ class Importer {
   std::set<size_t> consumed_;
   nlohmann::json renamed_ = nlohmann::json::object();
   nlohmann::json norms_ = nlohmann::json::object();
+  nlohmann::json opaque_ = nlohmann::json::object();  // opaque node -> why it is not mapped
 };
 
 using Mapper = void (*)(Importer&, const onnx_import::Node&, size_t);

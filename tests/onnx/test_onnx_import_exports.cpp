@@ -4,8 +4,9 @@
 // the imported graph evaluated in double reproduces PyTorch's output for the stored input
 // (<model>_data/test_data_set_0; float32 reference: relative 1e-5 of the largest output).
 //
-// While model.json lacks an op an export needs (opaque, slice, where, pad, ...), the import
-// or the evaluation names it and the affected checks are skipped with that message.
+// While model.json lacks an op an export needs (slice, where, pad, ...), it imports as
+// opaque: the evaluation names it and is skipped, and a verdict the derivation says "yes" to
+// may be a "no" only when its reason names an opaque op.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,7 +49,9 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   permuted: it folds. Stage 1 (features.1) starts its residual stream with that norm's
 //   output, so its 4 norms do not fold; patch merging's norm (features.2) reads slices of
 //   that stream: no. Stage 2 (features.3) starts from the merging's Linear (no bias):
-//   its 4 norms and the final norm fold. 6 of 11.
+//   its 4 norms and the final norm fold. 6 of 11. (While Slice and Pad are opaque, the
+//   window attention's roll and crop hide what its projection centered: the stage-2 norms
+//   after the first attention say no, naming the opaque Slice.)
 struct Export {
   std::string file, data;
   DimBindings dims;
@@ -78,31 +81,26 @@ const std::vector<Export>& exports() {
   return list;
 }
 
-// The import, or a skip naming the op model.json does not have yet.
-std::optional<lnv::Graph> import_or_skip(const Export& e, std::string& skip) {
-  try {
-    return import_onnx(kDir + e.file, e.dims);
-  } catch (const lnv::ModelError& err) {
-    const std::string what = err.what();
-    if (what.find("not supported yet") == std::string::npos) throw;
-    skip = what;
-    return std::nullopt;
-  }
-}
+lnv::Graph import(const Export& e) { return import_onnx(kDir + e.file, e.dims); }
 
 class Exports : public testing::TestWithParam<Export> {};
 
 TEST_P(Exports, ImportsWithTheVerdictsDerivedByHand) {
   const Export& e = GetParam();
-  std::string skip;
-  const auto g = import_or_skip(e, skip);
-  if (!g) GTEST_SKIP() << skip;
+  const std::optional<lnv::Graph> g = import(e);
   const lnv::FoldPlan plan = lnv::detect_foldable(*g, lnv::Mode::inference);
   EXPECT_EQ(plan.layer_norms.size(), e.norms);
   EXPECT_EQ(g->meta["onnx"]["norms"].size(), e.norms);
-  for (const lnv::LnVerdict& v : plan.layer_norms)
-    EXPECT_EQ(v.foldable[static_cast<int>(lnv::Mode::inference)], e.foldable(v.name))
-        << v.name << ": " << v.reason[static_cast<int>(lnv::Mode::inference)];
+  // Where an op stays opaque (model.json lacks it) a derived "yes" may be a "no", but only
+  // one whose reason names the opaque op.
+  const int inf = static_cast<int>(lnv::Mode::inference);
+  for (const lnv::LnVerdict& v : plan.layer_norms) {
+    if (e.foldable(v.name) && !v.foldable[inf] && v.reason[inf].find("(opaque op `") != std::string::npos) {
+      std::cout << "  " << v.name << ": no while an op is opaque: " << v.reason[inf] << "\n";
+      continue;
+    }
+    EXPECT_EQ(v.foldable[inf], e.foldable(v.name)) << v.name << ": " << v.reason[inf];
+  }
   std::cout << e.file << ": " << g->nodes.size() << " nodes, "
             << plan.foldable_count(lnv::Mode::inference) << " of " << plan.layer_norms.size()
             << " LayerNorms foldable (inference)\n";
@@ -110,9 +108,7 @@ TEST_P(Exports, ImportsWithTheVerdictsDerivedByHand) {
 
 TEST_P(Exports, ReproducesPyTorchsOutput) {
   const Export& e = GetParam();
-  std::string skip;
-  const auto g = import_or_skip(e, skip);
-  if (!g) GTEST_SKIP() << skip;
+  const std::optional<lnv::Graph> g = import(e);
   const fs::path data = fs::path(kDir) / e.data / "test_data_set_0";
   const Tensor x = load_tensor_pb(data / "input_0.pb");
   const Tensor want = load_tensor_pb(data / "output_0.pb");
@@ -123,7 +119,7 @@ TEST_P(Exports, ReproducesPyTorchsOutput) {
   lnv::eval::Evaluation<double> ev;
   try {
     ev = lnv::eval::evaluate<double>(*g, {in}, lnv::eval::RunOptions{});
-  } catch (const lnv::ModelError& err) {
+  } catch (const lnv::NotEvaluableError& err) {
     GTEST_SKIP() << "evaluation: " << err.what();
   }
   ASSERT_EQ(ev.outputs.size(), 1u);
@@ -152,17 +148,13 @@ TEST(ExportSpellings, Opset14And17AgreeOnNormsAndVerdicts) {
       const Export* e = nullptr;
       for (const Export& x : exports())
         if (x.file == std::string(model) + "_opset" + opset + ".onnx") e = &x;
-      std::string skip;
-      const auto g = import_or_skip(*e, skip);
-      if (!g) {
-        std::cout << model << ": skipped: " << skip << "\n";
-        break;
-      }
-      for (const lnv::LnVerdict& v : lnv::detect_foldable(*g, lnv::Mode::inference).layer_norms)
+      const lnv::Graph g = import(*e);
+      for (const lnv::LnVerdict& v : lnv::detect_foldable(g, lnv::Mode::inference).layer_norms)
         verdicts[k][v.name] = v.foldable[0];
       ++k;
     }
-    if (k == 2) EXPECT_EQ(verdicts[0], verdicts[1]) << model;
+    EXPECT_EQ(verdicts[0], verdicts[1]) << model;
+    EXPECT_FALSE(verdicts[0].empty()) << model;
   }
 }
 

@@ -453,16 +453,39 @@ TEST(OnnxImportNames, KeptSanitizedAndUnique) {
   EXPECT_EQ(g.meta["onnx"]["outputs"]["t#1"], "t_1");
 }
 
-TEST(OnnxImportNames, ErrorsNameTheNodeAsTheFileSpellsIt) {
+TEST(OnnxImportNames, AnOpNotModelledIsOpaqueNamedAsTheFileSpellsIt) {
   Builder b;
   b.node("my node!", "Sin", {"x"}, {"y"});
   b.output("y");
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, lnv::Op::opaque);
+  EXPECT_EQ(g.nodes[0].op_type, "Sin");
+  EXPECT_EQ(g.nodes[0].shape, (lnv::Shape{kRows, kD}));
+  EXPECT_EQ(g.meta["onnx"]["renamed"]["my_node_"], "my node!");
+  EXPECT_EQ(g.meta["onnx"]["opaque"]["my_node_"], "no mapping of this op");
+  lnv::Tensor<double> x({kRows, kD}, input_values());
   try {
-    import_onnx(b.write(), {});
-    FAIL() << "Sin imported";
+    lnv::eval::evaluate<double>(g, {x}, lnv::eval::RunOptions{});
+    FAIL() << "an opaque op evaluated";
   } catch (const lnv::ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'my node!' (Sin)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("op 'Sin'"), std::string::npos) << e.what();
   }
+}
+
+TEST(OnnxImportNames, EveryOutputReadOfAnOpaqueNodeIsANode) {
+  Builder b(13);
+  b.init("split", {2}, {});
+  b.m.graph.initializers.back().value = Tensor{ElemType::Int64, {2}, {}, {3, 5}};
+  Builder::integer(b.node("/attn/Split", "Split", {"x", "split"}, {"a", "c"}), "axis", 1);
+  b.output("a", {kRows, 3});
+  b.output("c", {kRows, 5});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].name, "/attn/Split:0");
+  EXPECT_EQ(g.nodes[1].name, "/attn/Split:1");
+  EXPECT_EQ(g.nodes[1].shape, (lnv::Shape{kRows, 5}));
+  EXPECT_EQ(g.nodes[0].inputs, std::vector<std::string>{"x"}) << "integer constants are not inputs";
 }
 
 }  // namespace
