@@ -49,9 +49,9 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   permuted: it folds. Stage 1 (features.1) starts its residual stream with that norm's
 //   output, so its 4 norms do not fold; patch merging's norm (features.2) reads slices of
 //   that stream: no. Stage 2 (features.3) starts from the merging's Linear (no bias):
-//   its 4 norms and the final norm fold. 6 of 11. (While Slice and Pad are opaque, the
-//   window attention's roll and crop hide what its projection centered: the stage-2 norms
-//   after the first attention say no, naming the opaque Slice.)
+//   its 4 norms and the final norm fold. 6 of 11. (While Slice and Pad are opaque, the crop
+//   after the window attention hides what its projection centered: the stage-2 norms after
+//   the first attention say no, naming the opaque Slice.)
 struct Export {
   std::string file, data;
   DimBindings dims;
