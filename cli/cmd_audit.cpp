@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
@@ -17,12 +18,13 @@ namespace {
 Action setup(CLI::App& sub) {
   struct State {
     std::string model, json;
+    std::vector<std::string> dims;
   };
   auto st = std::make_shared<State>();
-  sub.add_option("MODEL", st->model, "model.json to audit")->required();
+  add_model_input(sub, st->model, st->dims, "the model to audit");
   sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
   return [st]() -> int {
-    const Graph g = load_model(st->model);
+    const Graph g = load_input(st->model, st->dims);
     if (st->json != "-") refuse_input_as_output("--json", st->json, st->model, g);
     const FoldPlan plan = detect_foldable(g, Mode::inference);
     const std::string report = report::audit_json(g, plan).dump(2) + "\n";

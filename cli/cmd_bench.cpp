@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/error.h"
 
@@ -28,6 +29,7 @@ namespace {
 
 struct Options {
   std::string model, zoo, json_path, clock = "wall";
+  std::vector<std::string> dims;  // --dim NAME=VALUE of an ONNX model
   std::vector<int64_t> seqs;
   int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, batch = 0;
   int threads = 0, repeats = 7;
@@ -72,7 +74,7 @@ std::vector<Graph> models_to_bench(const Options& st) {
   std::string arch = st.zoo;
   zoo::ArchOptions o;
   if (!st.model.empty()) {
-    Graph g = load_model(st.model);
+    Graph g = load_input(st.model, st.dims);
     refuse_input_as_output("--json", st.json_path, st.model, g);
     if (st.seqs.empty()) {
       out.push_back(std::move(g));
@@ -169,7 +171,8 @@ int run_bench(const Options&) {
 
 Action setup(CLI::App& sub) {
   auto st = std::make_shared<Options>();
-  sub.add_option("MODEL", st->model, "model.json to time, original against folded");
+  sub.add_option("MODEL", st->model, "model to time, original against folded (model.json or .onnx)");
+  sub.add_option("--dim", st->dims, "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable)");
   sub.add_option("--zoo", st->zoo, "time a zoo architecture (gpt2, bert, ...) built in memory");
   sub.add_option("--seq", st->seqs,
                  "sequence lengths, e.g. 128,512 (with --zoo, or a model `lnverify zoo` wrote)")

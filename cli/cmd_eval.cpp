@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct Options {
   std::string model, mode = "inference", json;
+  std::vector<std::string> dims;
   unsigned bits = 256;
   uint64_t seed = 0;
   bool grad = false;
@@ -101,7 +103,7 @@ int run(const Graph& g, const Options& opt, const std::string& precision) {
 
 Action setup(CLI::App& sub) {
   auto opt = std::make_shared<Options>();
-  sub.add_option("MODEL", opt->model, "model.json to evaluate")->required();
+  add_model_input(sub, opt->model, opt->dims, "the model to evaluate");
   sub.add_option("--bits", opt->bits,
                  "MPFR precision in bits (default 256); 53 evaluates in double")
       ->check(CLI::Range(8u, 1u << 20));
@@ -112,7 +114,7 @@ Action setup(CLI::App& sub) {
   sub.add_flag("--grad", opt->grad, "also compute the loss and its gradients");
   sub.add_option("--json", opt->json, "write outputs (and gradients) as JSON to this file");
   return [opt]() -> int {
-    const Graph g = load_model(opt->model);
+    const Graph g = load_input(opt->model, opt->dims);
     refuse_input_as_output("--json", opt->json, opt->model, g);
     refuse_exact_beyond_memory(g, opt->model, opt->bits, opt->grad ? 3 : 1);
     if (opt->bits == 53) return run<double>(g, *opt, "double");

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
 #include "core/analysis/fold_plan.h"
@@ -23,7 +24,7 @@ namespace lnv::cli {
 
 int run_fidelity(const FidelityArgs& a) {
   if (a.threads > 0) torch_engine::set_threads(a.threads);
-  const Graph g = load_model(a.model);
+  const Graph g = load_input(a.model, a.dims);
   refuse_input_as_output("--json", a.json, a.model, g);
   torch_engine::FidelityOptions opt;
   opt.mode = a.mode;
@@ -44,7 +45,7 @@ namespace {
 Action setup(CLI::App& sub) {
   auto st = std::make_shared<FidelityArgs>();
   auto mode = std::make_shared<std::string>("inference");
-  sub.add_option("MODEL", st->model, "model.json")->required();
+  add_model_input(sub, st->model, st->dims, "the model to run");
   sub.add_option("--mode", *mode, "the fold and the runs: inference (default) or training")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--trials", st->trials, "float32 random inputs (default 16)")

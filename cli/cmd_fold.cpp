@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
@@ -64,9 +65,10 @@ Action setup(CLI::App& sub) {
   struct State {
     std::string model, out, mode = "inference", json, weights, dtype = "source";
     bool inline_values = false, timings = false, no_fsync = false;
+    std::vector<std::string> dims;
   };
   auto st = std::make_shared<State>();
-  sub.add_option("MODEL", st->model, "model.json to rewrite")->required();
+  add_model_input(sub, st->model, st->dims, "the model to rewrite");
   sub.add_option("-o,--output", st->out, "where to write the rewritten model.json")->required();
   sub.add_option("--mode", st->mode, "inference (center weights in place) or training "
                                      "(keep the stored weights, mark cbwc)")
@@ -104,7 +106,7 @@ Action setup(CLI::App& sub) {
     // the params it centers from the input's file.
     LoadOptions load;
     load.defer_file_values = true;
-    Graph g = load_model(st->model, load);
+    Graph g = load_input(st->model, st->dims, load);
     lap("load");
     refuse_input_as_output("--json", st->json, st->model, g);
     const FoldPlan plan = detect_foldable(g, mode);

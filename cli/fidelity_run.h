@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/mode.h"
 
@@ -11,6 +12,7 @@ namespace lnv::cli {
 
 struct FidelityArgs {
   std::string model, json;
+  std::vector<std::string> dims;  // --dim NAME=VALUE of an ONNX model
   Mode mode = Mode::inference;
   int trials = 16;    // float32 random inputs
   int trials64 = 2;   // float64 random inputs

@@ -20,6 +20,14 @@ class ModelError : public std::runtime_error {
   std::string where_;
 };
 
+// An op the evaluators cannot compute: an `opaque` node (an imported op lnverify does not
+// model). A ModelError naming the node and its op_type; `check` reports it as
+// inconclusive rather than as bad input.
+class NotEvaluableError : public ModelError {
+ public:
+  using ModelError::ModelError;
+};
+
 class InternalError : public std::logic_error {
  public:
   explicit InternalError(const std::string& what)

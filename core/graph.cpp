@@ -239,9 +239,11 @@ int64_t cbwc_attr_axis(Op op, const std::string& attr) {
     case Op::matmul:  // centers an operand, not an attribute: cbwc_matmul_operand
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
     case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:
-    case Op::silu: case Op::exp: case Op::softmax: case Op::mean: case Op::max:
+    case Op::silu: case Op::exp: case Op::sqrt: case Op::reciprocal: case Op::erf:
+    case Op::hard_sigmoid: case Op::hard_swish: case Op::clip:
+    case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::kCount: return -1;
+    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: return -1;
   }
   return -1;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -86,9 +87,13 @@ struct Node {
   double eps = 1e-5;      // layer_norm, rms_norm
   double factor = 1.0;    // scale
   double p = 0.0;         // dropout
+  double alpha = 0.2, beta = 0.5;  // hard_sigmoid: max(0, min(1, alpha x + beta))
+  // clip: min(max(x, min), max); absent (infinite) bounds are not written
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
   int64_t axis = 0;       // softmax, concat (as written, may be negative)
   std::vector<int64_t> perm;  // transpose
-  Shape shape;                // reshape target (one entry may be -1)
+  Shape shape;                // reshape target (one entry may be -1); opaque: its output shape
   // conv: one entry (applies to every spatial axis) or one per spatial axis.
   std::vector<int64_t> stride{1}, padding{0}, dilation{1};
   int64_t groups = 1;
@@ -97,6 +102,7 @@ struct Node {
   bool transpose_b = false;  // matmul
   std::string activation = "tanh";  // rnn
   std::optional<RnnNorm> norm;      // rnn
+  std::string op_type;              // opaque: the source op's name ("TopK", "com.microsoft.Foo")
 
   // Every (attribute name, param name) this node references, in a fixed order.
   std::vector<std::pair<std::string, std::string>> param_attrs() const;

@@ -36,13 +36,15 @@ enum class OpFamily : uint8_t {
   elementwise_binary,  // add, sub, mul, div (with broadcasting)
   scale,               // multiplication by a constant factor
   dropout,             // identity at inference, a random mask when training
-  unary_nonlinearity,  // elementwise relu, gelu, tanh, sigmoid, silu, exp
+  unary_nonlinearity,  // elementwise relu, gelu, tanh, sigmoid, silu, exp, sqrt,
+                       // reciprocal, erf, hard_sigmoid, hard_swish, clip
   softmax,
   reduction,           // mean, max over axes
   shape_op,            // transpose, reshape: moves elements, computes nothing
   concat,
   center,              // x - mean(x) over axes
   norm,                // layer_norm, rms_norm
+  opaque,              // an op lnverify does not model (imported): a shape, nothing else
 };
 
 // The JSON type of an attribute's value, and so how model_json reads and writes it.
@@ -136,7 +138,8 @@ constexpr const OpAttr* op_attr(Op op, std::string_view key) {
   return nullptr;
 }
 
-// Elementwise unary nonlinearities (relu, gelu, tanh, sigmoid, silu, exp).
+// Elementwise unary nonlinearities (relu, gelu, tanh, sigmoid, silu, exp, sqrt, reciprocal,
+// erf, hard_sigmoid, hard_swish, clip).
 constexpr bool is_unary_nonlinearity(Op op) {
   return op_family(op) == OpFamily::unary_nonlinearity;
 }

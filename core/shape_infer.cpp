@@ -68,7 +68,19 @@ class Rules {
       case Op::tanh:
       case Op::sigmoid:
       case Op::silu:
-      case Op::exp: return in_[0];
+      case Op::exp:
+      case Op::sqrt:
+      case Op::reciprocal:
+      case Op::erf:
+      case Op::hard_sigmoid:
+      case Op::hard_swish: return in_[0];
+      case Op::clip:
+        if (std::isnan(n_.min) || std::isnan(n_.max) || n_.min > n_.max)
+          fail("/min", "expected min <= max, got min " + std::to_string(n_.min) + " and max " +
+                           std::to_string(n_.max));
+        if (std::isinf(n_.min) && std::isinf(n_.max))
+          fail("", "clip without min and max is the identity: expected at least one bound");
+        return in_[0];
       case Op::softmax:
         normalize_axis(n_.axis, rank(0), where_ + "/axis");
         return in_[0];
@@ -82,6 +94,7 @@ class Rules {
         return in_[0];
       case Op::layer_norm:
       case Op::rms_norm: return norm();
+      case Op::opaque: return opaque();
       case Op::kCount: break;
     }
     throw InternalError("infer_shape: bad op");
@@ -132,7 +145,7 @@ class Rules {
                "embedding reads integer ids: expected a graph input of dtype index, got " +
                    std::string(in ? "the float input '" : "the float value '") + n_.inputs[k] +
                    "'");
-      } else if (is_index) {
+      } else if (is_index && n_.op != Op::opaque) {
         fail("/inputs/" + std::to_string(k),
              "'" + n_.inputs[k] + "' is an index input (integer ids); only embedding may read "
              "it, not " + std::string(op_name(n_.op)));
@@ -378,6 +391,21 @@ class Rules {
       fail("/shape", "cannot reshape " + input_desc(0) + " (" + std::to_string(total) +
                          " elements) to " + to_string(n_.shape) + " (" +
                          std::to_string(known) + " elements)");
+    }
+    return out;
+  }
+
+  // An op lnverify does not model: its output shape is given (from the exporter's shape
+  // inference), its inputs may be anything, index inputs included.
+  Shape opaque() const {
+    if (n_.op_type.empty()) fail("/op_type", "expected the source op's name, got \"\"");
+    Shape out = n_.shape;
+    int64_t known = 1;
+    for (int64_t d : out) {
+      if (d <= 0) fail("/shape", "expected positive dimensions, got " + to_string(n_.shape));
+      if (d > kMaxElements / known)
+        fail("/shape", "shape " + to_string(n_.shape) + " has more than 2^31 elements");
+      known *= d;
     }
     return out;
   }

@@ -366,7 +366,23 @@ class Builder {
       }
       case 7: {
         static const std::vector<Op> kUnary = ops_where(is_unary_nonlinearity);
-        return emit(node(kUnary[c[1] % kUnary.size()], {v.name}), v.feat);
+        const Op op = kUnary[c[1] % kUnary.size()];
+        // sqrt and reciprocal need a positive operand (outside their domain the
+        // evaluators refuse): they read exp(v).
+        std::string in = v.name;
+        if (op == Op::sqrt || op == Op::reciprocal) in = emit(node(Op::exp, {v.name}), v.feat).name;
+        Node n = node(op, {in});
+        // Kinks where the values are (as relu's at 0): a clip or hard_sigmoid that no
+        // value crosses is affine, and passes a shift that an LN after it absorbs, which
+        // the rules (a nonlinearity breaks) do not know. Unbounded, a clip would be the
+        // identity.
+        if (op == Op::clip) {
+          if (c[2] % 3 == 0) n.min = -0.25, n.max = 0.25;
+          if (c[2] % 3 == 1) n.max = 0.0;
+          if (c[2] % 3 == 2) n.min = 0.0;
+        }
+        if (op == Op::hard_sigmoid) n.alpha = 1.0, n.beta = 0.5;  // kinks at -0.5, 0.5
+        return emit(std::move(n), v.feat);
       }
       case 8: {
         const int64_t axis = (c[1] & 1) ? other_axis(v, c[2]) : f;
@@ -780,6 +796,9 @@ std::string describe(const Graph& g) {
     if (n.op == Op::scale) os << " factor=" << n.factor;
     if (n.op == Op::transpose) os << " perm=" << to_string(n.perm);
     if (n.op == Op::reshape) os << " shape=" << to_string(n.shape);
+    if (n.op == Op::hard_sigmoid) os << " alpha=" << n.alpha << " beta=" << n.beta;
+    if (n.op == Op::clip) os << " min=" << n.min << " max=" << n.max;
+    if (n.op == Op::opaque) os << " op_type=" << n.op_type << " shape=" << to_string(n.shape);
     if (n.cbwc) os << " cbwc";
     if (g.finalized()) os << "  -> " << to_string(g.node_shapes[i]);
     os << "\n";

@@ -27,6 +27,13 @@ ox::OpSchema with_int_attr(const char* op, int base_version, int since, const ch
   return s;
 }
 
+ox::OpSchema with_string_attr(const char* base, int base_version, const char* name, int since,
+                              const char* attr) {
+  ox::OpSchema s = renamed(base, base_version, name, since);
+  s.Attr(attr, "", ox::AttributeProto::STRING, false);
+  return s;
+}
+
 class NewerOpsetRegistry final : public ox::ISchemaRegistry {
  public:
   NewerOpsetRegistry() {
@@ -37,6 +44,12 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
       add(renamed("ReduceSum", 13, op, 18));
     add(with_int_attr("Split", 13, 18, "num_outputs"));
     add(with_int_attr("Cast", 13, 19, "saturate"));
+    // Gelu (opset 20): a unary op with a string `approximate`, as Relu's signature.
+    add(with_string_attr("Relu", 14, "Gelu", 20, "approximate"));
+    // RMSNormalization (opset 23): X, scale -> Y with axis, epsilon, stash_type; checked
+    // with LayerNormalization's signature (whose optional bias and statistics outputs it
+    // lacks: the importer refuses those).
+    add(renamed("LayerNormalization", 17, "RMSNormalization", 23));
   }
 
   const ox::OpSchema* GetSchema(const std::string& key, const int max_version,

@@ -614,6 +614,19 @@ void bind_dims(ox::ValueInfoProto& vp, const DimBindings& dims, const std::strin
 void bind_input_dims(ox::GraphProto& gp, const DimBindings& dims, const std::string& file) {
   std::set<std::string> initializers;
   for (const auto& t : gp.initializer()) initializers.insert(t.name());
+  std::set<std::string> symbols;
+  for (const auto& v : gp.input())
+    if (!initializers.count(v.name()) && v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      for (const auto& d : v.type().tensor_type().shape().dim())
+        if (d.has_dim_param()) symbols.insert(d.dim_param());
+  for (const auto& [name, value] : dims)
+    if (!symbols.count(name)) {
+      std::string known;
+      for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      throw ModelError(file, "--dim " + name + ": no graph input has a dim named " + in_quotes(name) +
+                                 (known.empty() ? " (its inputs have no symbolic dims)"
+                                                : " (its symbolic dims: " + known + ")"));
+    }
   for (auto& v : *gp.mutable_input())
     if (!initializers.count(v.name())) bind_dims(v, dims, file, true);
   for (auto& v : *gp.mutable_output()) bind_dims(v, dims, file, false);

@@ -44,6 +44,14 @@ std::string percent(double share) {
   return buf;
 }
 
+// The opaque ops of the model (imported ops lnverify does not model), in graph order.
+std::vector<const Node*> opaque_nodes(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::opaque) out.push_back(&n);
+  return out;
+}
+
 }  // namespace
 
 NormCost norm_cost(const Graph& g, const FoldPlan& plan) {
@@ -105,6 +113,9 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
   nlohmann::json center = nlohmann::json::array();
   for (const CenterTerm& t : plan.center) center.push_back(term_json(t));
   j["plan"] = {{"fold", plan.fold}, {"center", center}};
+  nlohmann::json opaque = nlohmann::json::array();
+  for (const Node* n : opaque_nodes(g)) opaque.push_back({{"name", n->name}, {"op_type", n->op_type}});
+  j["opaque_ops"] = opaque;
   const NormCost cost = norm_cost(g, plan);
   j["summary"] = {
       {"layer_norms", plan.layer_norms.size()},
@@ -149,6 +160,14 @@ std::string audit_text(const Graph& g, const FoldPlan& plan) {
     if (!v.reason[0].empty()) s << "    why not (inference): " << v.reason[0] << "\n";
     if (!v.reason[1].empty() && v.reason[1] != v.reason[0])
       s << "    why not (training): " << v.reason[1] << "\n";
+  }
+  const std::vector<const Node*> opaque = opaque_nodes(g);
+  if (!opaque.empty()) {
+    s << "opaque ops (not modelled; no deviation passes them, no evaluation runs them): "
+      << opaque.size() << ":";
+    for (size_t k = 0; k < opaque.size(); ++k)
+      s << (k ? ", " : " ") << opaque[k]->name << " (" << opaque[k]->op_type << ")";
+    s << "\n";
   }
   s << audit_summary(g, plan) << "\n";
   return s.str();

@@ -9,11 +9,14 @@ installs them); run with the system Python:
 Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm) and
 opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
 model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
-Squeeze with axes attributes, arange as ConstantOfShape/NonZero); torchvision's Swin
+Squeeze with axes attributes, arange as ConstantOfShape/NonZero); a small MLP with two LayerNorms
+(mlp_tiny, opsets 17 and 14: only ops model.json has); torchvision's Swin
 Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
-Range, Equal/Where/Expand). Every parameter is perturbed before export so that no two
+Range, Equal/Where/Expand). Beside them, <model>_data/test_data_set_0/ holds the example
+input and PyTorch's output for it (input_0.pb, output_0.pb; one per model, all its opsets
+compute the same function). Every parameter is perturbed before export so that no two
 initializers are equal and the exporter does not share one among several uses.
 """
 import math
@@ -118,6 +121,23 @@ class TinyBert(nn.Module):
         return torch.tanh(self.pooler(x[:, 0]))
 
 
+class TinyMLP(nn.Module):
+    """A Linear, a LayerNorm of it, a GELU MLP added back to it, a final LayerNorm: both
+    LayerNorms read sums of Linear outputs (foldable). Only ops model.json has, so every
+    command runs on it end to end."""
+
+    def __init__(self, d_in=6, d=8):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d)
+        self.ln_1 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.ln_2 = nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return self.ln_2(h + self.mlp(self.ln_1(h)))
+
+
 def tiny_vit():
     """torchvision's VisionTransformer (class token, nn.MultiheadAttention, pre-norm)."""
     return torchvision.models.VisionTransformer(image_size=16, patch_size=8, num_layers=2,
@@ -148,6 +168,18 @@ def export(model, example, input_name, dynamic, path, opset):
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
 
 
+def save_reference(model, example, folder):
+    """PyTorch's own output for `example`, beside the exports, as ONNX's backend test data
+    stores it (test_data_set_0/input_0.pb, output_0.pb): the import must reproduce it."""
+    from onnx import numpy_helper
+    os.makedirs(folder, exist_ok=True)
+    with torch.no_grad():
+        y = model(example)
+    for name, t in (("input_0.pb", example), ("output_0.pb", y)):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(numpy_helper.from_array(t.numpy()).SerializeToString())
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data", "onnx")
     os.makedirs(out, exist_ok=True)
@@ -158,10 +190,12 @@ def main():
         ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
         ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
         ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17,)),
+        ("mlp_tiny", perturb(TinyMLP()), torch.randn(2, 3, 6), "x", {0: "batch"}, (17, 14)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:
             export(model, example, input_name, dynamic, os.path.join(out, f"{name}_opset{opset}.onnx"), opset)
+        save_reference(model, example, os.path.join(out, f"{name}_data", "test_data_set_0"))
 
 
 if __name__ == "__main__":

@@ -983,6 +983,120 @@ TEST(AnalysisRules, MeansPassThroughPointwiseConvsOnly) {
   }
 }
 
+// The unary ops of an ONNX import are nonlinearities: a shift of fc reaching one breaks
+// (ln is not foldable, the reason names it), and an LN of its output keeps an opaque atom.
+TEST(AnalysisRules, ImportedUnaryOpsBreakAndAreOpaque) {
+  for (Op op : {Op::sqrt, Op::reciprocal, Op::erf, Op::hard_sigmoid, Op::hard_swish, Op::clip}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    GraphBuilder b = linear_start();
+    layer_norm(b, "ln", "fc");
+    Node& u = b.node("u", op, {"fc"});
+    if (op == Op::clip) u.max = 0.5;
+    layer_norm(b, "ln_u", "u");
+    const FoldPlan plan = detect_foldable(b.build({"ln", "u", "ln_u"}), Mode::inference);
+    EXPECT_FALSE(verdict(plan, "ln").foldable[0]);
+    EXPECT_TRUE(mentions(verdict(plan, "ln").reason[0], "u")) << verdict(plan, "ln").reason[0];
+    EXPECT_FALSE(verdict(plan, "ln_u").foldable[0]);
+    EXPECT_TRUE(verdict(plan, "ln_u").opaque);
+  }
+}
+
+// Which of them keep a structural zero zero: sqrt, erf, hard_swish always; clip when 0 lies
+// within its bounds; hard_sigmoid when beta <= 0 (hard_sigmoid(0) = clamp(beta, 0, 1));
+// reciprocal never. ln reads fc + u(sub(x, x)): foldable exactly when u(0) = 0.
+TEST(AnalysisRules, ImportedUnaryOpsOfAStructuralZero) {
+  struct Case {
+    Op op;
+    double a, b;  // clip: min, max; hard_sigmoid: alpha, beta
+    bool zero;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const Case& c : {Case{Op::sqrt, 0, 0, true}, Case{Op::erf, 0, 0, true},
+                        Case{Op::hard_swish, 0, 0, true}, Case{Op::clip, -1, 1, true},
+                        Case{Op::clip, 0.5, inf, false}, Case{Op::clip, -inf, -0.5, false},
+                        Case{Op::hard_sigmoid, 0.2, 0.5, false},
+                        Case{Op::hard_sigmoid, 0.2, -0.1, true},
+                        Case{Op::reciprocal, 0, 0, false}}) {
+    SCOPED_TRACE(std::string(op_name(c.op)) + " " + std::to_string(c.a) + " " + std::to_string(c.b));
+    GraphBuilder b = linear_start();
+    b.node("z", Op::sub, {"x", "x"});
+    Node& u = b.node("u", c.op, {"z"});
+    if (c.op == Op::clip) u.min = c.a, u.max = c.b;
+    if (c.op == Op::hard_sigmoid) u.alpha = c.a, u.beta = c.b;
+    b.node("s", Op::add, {"fc", "u"});
+    layer_norm(b, "ln", "s");
+    const LnVerdict v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
+    EXPECT_EQ(v.foldable[0], c.zero) << v.reason[0];
+  }
+}
+
+// An opaque op (imported, not modelled): its output is an opaque atom (ln_after), a
+// deviation reaching it breaks (ln_beside: fc2's shift reaches `side`, a graph output
+// through an unknown op), and it reads an LN's output like any consumer (ln_before folds:
+// the LN's own output does not change; its producer fc3 feeds nothing else). Every reason names the node and its op_type.
+TEST(AnalysisRules, OpaqueOpIsAnAtomAndAbsorbsNothing) {
+  GraphBuilder b = linear_start();
+  Node& o1 = b.node("foo", Op::opaque, {"fc"});
+  o1.op_type = "com.microsoft.Foo", o1.shape = {2, 3, 8};
+  layer_norm(b, "ln_after", "foo");
+  b.param("w3", {8, 8});
+  b.node("fc3", Op::linear, {"x"}).weight = "w3";
+  layer_norm(b, "ln_before", "fc3");
+  Node& o2 = b.node("after_ln", Op::opaque, {"ln_before"});
+  o2.op_type = "TopK", o2.shape = {2, 3, 1};
+  b.param("w2", {8, 8});
+  b.node("fc2", Op::linear, {"x"}).weight = "w2";
+  layer_norm(b, "ln_beside", "fc2");
+  Node& o3 = b.node("side", Op::opaque, {"fc2", "x"});
+  o3.op_type = "NonMaxSuppression", o3.shape = {5};
+  Node& o4 = b.node("source", Op::opaque, {});  // no inputs (RandomNormal)
+  o4.op_type = "RandomNormal", o4.shape = {2, 3, 8};
+  layer_norm(b, "ln_source", "source");
+  const Graph g = b.build({"ln_after", "after_ln", "ln_beside", "side", "ln_source"});
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    const FoldPlan plan = detect_foldable(g, mode);
+    const LnVerdict after = verdict(plan, "ln_after");
+    EXPECT_FALSE(after.foldable[0]);
+    EXPECT_TRUE(after.opaque);
+    EXPECT_TRUE(mentions(after.reason[0], "foo")) << after.reason[0];
+    EXPECT_NE(after.reason[0].find("com.microsoft.Foo"), std::string::npos) << after.reason[0];
+    EXPECT_TRUE(verdict(plan, "ln_before").foldable[0]);
+    const LnVerdict beside = verdict(plan, "ln_beside");
+    EXPECT_FALSE(beside.foldable[0]);
+    EXPECT_FALSE(beside.opaque);
+    EXPECT_TRUE(mentions(beside.reason[0], "side")) << beside.reason[0];
+    EXPECT_NE(beside.reason[0].find("NonMaxSuppression"), std::string::npos) << beside.reason[0];
+    const LnVerdict source = verdict(plan, "ln_source");
+    EXPECT_FALSE(source.foldable[0]);
+    EXPECT_NE(source.reason[0].find("RandomNormal"), std::string::npos) << source.reason[0];
+  }
+}
+
+// An opaque op is neither zero nor uniform nor zero-mean: an LN reading
+// sub(opaque, opaque') of two different opaque nodes keeps both atoms, and the mean of
+// an opaque output over an axis of size > 1 is never taken as constant.
+TEST(AnalysisRules, OpaqueOpIsNeverAssumedZeroOrUniform) {
+  GraphBuilder b;
+  b.input("x", {2, 8});
+  Node& o1 = b.node("o1", Op::opaque, {"x"});
+  o1.op_type = "Identity2", o1.shape = {2, 8};
+  Node& o2 = b.node("o2", Op::opaque, {"x"});
+  o2.op_type = "Identity2", o2.shape = {2, 8};
+  b.node("d", Op::sub, {"o1", "o2"});
+  layer_norm(b, "ln", "d");
+  // An LN of an opaque value over an axis it might be uniform along: not dead.
+  Node& o3 = b.node("o3", Op::opaque, {"x"});
+  o3.op_type = "Unknown", o3.shape = {2, 8};
+  b.param("w", {8, 8});
+  b.node("fc", Op::linear, {"x"}).weight = "w";
+  b.node("s", Op::add, {"fc", "o3"});
+  layer_norm(b, "ln2", "s");
+  const FoldPlan plan = detect_foldable(b.build({"ln", "ln2"}), Mode::inference);
+  EXPECT_FALSE(verdict(plan, "ln").foldable[0]);
+  EXPECT_FALSE(verdict(plan, "ln2").foldable[0]);
+  EXPECT_TRUE(mentions(verdict(plan, "ln2").reason[0], "o3")) << verdict(plan, "ln2").reason[0];
+}
+
 // Axis sets are 64-bit masks: a tensor of rank 64 is refused with the node named, before
 // any mask is built (a shift by 64 would be undefined).
 TEST(AnalysisRules, RankAbove63IsRefusedWithTheNodeNamed) {

@@ -58,6 +58,28 @@ TEST(AuditReport, JsonHasTheReportFields) {
   EXPECT_EQ(s.at("foldable_training"), 0);
 }
 
+TEST(AuditReport, ListsTheOpaqueOps) {
+  GraphBuilder b;
+  b.input("x", {2, 4});
+  Node& foo = b.node("foo", Op::opaque, {"x"});
+  foo.op_type = "com.microsoft.Foo", foo.shape = {2, 4};
+  Node& topk = b.node("topk", Op::opaque, {"foo"});
+  topk.op_type = "TopK", topk.shape = {2, 1};
+  b.node("ln", Op::layer_norm, {"foo"}).axes = {-1};
+  const Graph g = b.build({"ln", "topk"});
+  const FoldPlan plan = detect_foldable(g, Mode::inference);
+  const nlohmann::json j = report::audit_json(g, plan);
+  EXPECT_EQ(j.at("opaque_ops"),
+            nlohmann::json::parse(R"([{"name": "foo", "op_type": "com.microsoft.Foo"},
+                                      {"name": "topk", "op_type": "TopK"}])"));
+  const std::string text = report::audit_text(g, plan);
+  EXPECT_NE(text.find("opaque ops"), std::string::npos) << text;
+  EXPECT_NE(text.find("topk (TopK)"), std::string::npos) << text;
+  EXPECT_EQ(report::audit_json(three_norms(), detect_foldable(three_norms(), Mode::inference))
+                .at("opaque_ops"),
+            nlohmann::json::array());
+}
+
 TEST(AuditReport, NormCostCountsFoldedNormsAsRms) {
   const Graph g = three_norms();
   const FoldPlan plan = detect_foldable(g, Mode::inference);

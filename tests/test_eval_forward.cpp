@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <limits>
 #include <numeric>
 
@@ -381,6 +383,97 @@ TEST(EvalForward, ScaleAndUnaryNonlinearities) {
   b.input("x", {5});
   b.node("y", Op::scale, {"x"}).factor = -2;
   expect_near(out(run(b.build({"y"}), {Tensor<double>({5}, x)})).data, {3, 1, 0, -2, -4});
+}
+
+// The unary ops an ONNX import needs, against values computed here (erf from tables).
+TEST(EvalForward, ImportedUnaryOpsHandWorked) {
+  const Vec x = {-4.0, -1.5, -0.5, 0.0, 1.0, 2.0, 4.0};
+  struct Case {
+    Op op;
+    std::function<void(Node&)> set;
+    Vec want;
+  };
+  const std::vector<Case> cases = {
+      {Op::erf, {}, {-0.9999999845827421, -0.9661051464753108, -0.5204998778130465, 0,
+                     0.8427007929497149, 0.9953222650189527, 0.9999999845827421}},
+      {Op::hard_sigmoid, {}, {0, 0.2, 0.4, 0.5, 0.7, 0.9, 1}},
+      {Op::hard_sigmoid, [](Node& n) { n.alpha = 0.5, n.beta = -0.25; },
+       {0, 0, 0, 0, 0.25, 0.75, 1}},
+      {Op::hard_swish, {}, {0, -1.5 * 0.25, -0.5 * (5.0 / 12), 0, 1.0 * (4.0 / 6), 2.0 * (5.0 / 6), 4}},
+      {Op::clip, [](Node& n) { n.min = -0.5, n.max = 1.5; }, {-0.5, -0.5, -0.5, 0, 1, 1.5, 1.5}},
+      {Op::clip, [](Node& n) { n.max = 1; }, {-4, -1.5, -0.5, 0, 1, 1, 1}},
+      {Op::clip, [](Node& n) { n.min = 0; }, {0, 0, 0, 0, 1, 2, 4}},
+  };
+  for (const Case& c : cases) {
+    GraphBuilder b;
+    b.input("x", {7});
+    Node& n = b.node("y", c.op, {"x"});
+    if (c.set) c.set(n);
+    SCOPED_TRACE(std::string(op_name(c.op)));
+    expect_near(out(run(b.build({"y"}), {Tensor<double>({7}, x)})).data, c.want, 1e-13);
+  }
+  const Vec pos = {0.25, 1.0, 4.0, 9.0};
+  for (Op op : {Op::sqrt, Op::reciprocal}) {
+    GraphBuilder b;
+    b.input("x", {4});
+    b.node("y", op, {"x"});
+    const Vec want = op == Op::sqrt ? Vec{0.5, 1, 2, 3} : Vec{4, 1, 0.25, 1.0 / 9};
+    expect_near(out(run(b.build({"y"}), {Tensor<double>({4}, pos)})).data, want, 1e-15);
+  }
+}
+
+// Outside its domain a unary op is an error naming the node and the element, in every
+// precision, not a NaN: sqrt of a negative value, reciprocal of 0, and the gradient of
+// sqrt at 0.
+TEST(EvalForward, DomainErrorsNameTheNode) {
+  auto error = [](auto zero, Op op, double v, bool grad) -> std::string {
+    using T = decltype(zero);
+    GraphBuilder b;
+    b.input("x", {3});
+    b.node("bad", op, {"x"});
+    const Graph g = b.build({"bad"});
+    try {
+      std::vector<Tensor<T>> in{Tensor<T>({3}, {T(1), T(v), T(2)})};
+      const auto ev = eval::evaluate(g, std::move(in), eval::RunOptions{});
+      if (grad) eval::gradients(g, ev, eval::RunOptions{});
+    } catch (const ModelError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (auto [op, v, grad] : {std::tuple{Op::sqrt, -0.5, false}, std::tuple{Op::reciprocal, 0.0, false},
+                             std::tuple{Op::sqrt, 0.0, true}}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    for (const std::string& e : {error(0.0, op, v, grad), error(eval::Mpfr(0), op, v, grad)}) {
+      EXPECT_NE(e.find("node 'bad'"), std::string::npos) << e;
+      EXPECT_NE(e.find("flat index 1"), std::string::npos) << e;
+    }
+  }
+  EXPECT_EQ(error(0.0, Op::sqrt, 0.0, false), "");  // sqrt(0) = 0 is a value
+}
+
+// An opaque op (imported, not modelled) is refused in every precision, with the node and
+// its op_type named; a gradient needs a forward evaluation first, so it is refused too.
+TEST(EvalForward, OpaqueIsRefusedNamingNodeAndOpType) {
+  GraphBuilder b;
+  b.input("x", {2, 3});
+  b.node("t", Op::tanh, {"x"});
+  Node& o = b.node("top", Op::opaque, {"t"});
+  o.op_type = "TopK", o.shape = {2, 1};
+  const Graph g = b.build({"top"});
+  auto expect_refused = [](auto&& f) {
+    try {
+      f();
+      ADD_FAILURE() << "an opaque op was evaluated";
+    } catch (const NotEvaluableError& e) {
+      EXPECT_NE(std::string(e.what()).find("node 'top'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'TopK'"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { run_random(g); });
+  expect_refused([&] {
+    eval::evaluate(g, eval::random_inputs<eval::Mpfr>(g, 1), eval::RunOptions{});
+  });
 }
 
 TEST(EvalForward, SoftmaxOverAxisHandWorked) {

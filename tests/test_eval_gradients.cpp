@@ -254,7 +254,11 @@ TEST(EvalGradients, ScaleAndUnaryNonlinearities) {
     GraphBuilder b;
     b.input("x", {3, 4});
     b.node("s", Op::scale, {"x"}).factor = -1.5;
-    b.node("y", op, {"s"});
+    // sqrt and reciprocal need a positive operand; a clip needs bounds the values cross.
+    const bool positive = op == Op::sqrt || op == Op::reciprocal;
+    if (positive) b.node("e", Op::exp, {"s"});
+    Node& y = b.node("y", op, {positive ? "e" : "s"});
+    if (op == Op::clip) y.min = -0.5, y.max = 0.75;
     check_gradients(b.build({"y"}));
   }
 }

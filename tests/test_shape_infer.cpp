@@ -382,6 +382,39 @@ TEST(ShapeInfer, ReshapeWithMinusOne) {
   EXPECT_NODE_ERROR(b.error("r"), "node 'r')/shape", "positive");
 }
 
+TEST(ShapeInfer, OpaqueTakesItsShapeAndAnyInputs) {
+  Builder b;
+  b.input("x", {2, 3, 4}).input("ids", {2, 3}, DType::index, 7).param("w", {5});
+  Node& n = b.node("o", Op::opaque, {"x", "ids", "w"});
+  n.op_type = "com.microsoft.Foo";
+  n.shape = {2, 3, 1};
+  EXPECT_EQ(b.shape("o"), (Shape{2, 3, 1}));  // reads an index input too
+  b.g.nodes[0].inputs.clear();                // no inputs (RandomNormal)
+  EXPECT_EQ(b.shape("o"), (Shape{2, 3, 1}));
+  b.g.nodes[0].shape = {};  // a scalar
+  EXPECT_EQ(b.shape("o"), (Shape{}));
+  b.g.nodes[0].shape = {2, 0};
+  EXPECT_NODE_ERROR(b.error("o"), "node 'o')/shape", "positive");
+  b.g.nodes[0].shape = {1 << 16, 1 << 16};
+  EXPECT_NODE_ERROR(b.error("o"), "node 'o')/shape", "2^31");
+  b.g.nodes[0].shape = {2};
+  b.g.nodes[0].op_type = "";
+  EXPECT_NODE_ERROR(b.error("o"), "node 'o')/op_type", "source op");
+}
+
+TEST(ShapeInfer, ClipNeedsOrderedBoundsAndAtLeastOne) {
+  Builder b;
+  b.input("x", {2, 3});
+  Node& n = b.node("c", Op::clip, {"x"});
+  n.min = -1;
+  EXPECT_EQ(b.shape("c"), (Shape{2, 3}));
+  b.g.nodes[0].max = -2;
+  EXPECT_NODE_ERROR(b.error("c"), "node 'c')/min", "min <= max");
+  b.g.nodes[0].min = -std::numeric_limits<double>::infinity();
+  b.g.nodes[0].max = std::numeric_limits<double>::infinity();
+  EXPECT_NODE_ERROR(b.error("c"), "node 'c'", "at least one bound");
+}
+
 TEST(ShapeInfer, Concat) {
   Builder b;
   b.input("x", {2, 3, 4}).input("y", {2, 5, 4}).param("z", {2, 1, 4});

@@ -40,6 +40,20 @@ Tensor<double> to_lnv(const at::Tensor& t) {
 
 std::string where_of(const Node& n) { return "node '" + n.name + "'"; }
 
+// A unary op outside its domain (sqrt of a negative value, reciprocal of 0) is an error,
+// as in the exact evaluators, not a NaN or an infinity passed on.
+void refuse_outside_domain(const Node& n, const at::Tensor& outside, const char* what) {
+  if (at::any(outside).item<bool>())
+    throw ModelError(where_of(n), std::string(what) + " (some element is outside the domain)");
+}
+
+// An `opaque` node: what it computes is not known (as the exact evaluators say).
+NotEvaluableError not_evaluable(const Node& n) {
+  return NotEvaluableError(where_of(n), "cannot evaluate op '" + n.op_type +
+                                            "' (imported as opaque: lnverify does not model "
+                                            "what it computes)");
+}
+
 // The axis CBWC centers a param attribute over (core/graph.h), or -1.
 int64_t cbwc_axis(const Node& n, const std::string& attr) {
   return n.cbwc ? cbwc_attr_axis(n.op, attr) : -1;
@@ -422,6 +436,7 @@ struct Engine::Impl {
 
   at::Tensor node(int32_t i) {
     const Node& n = g->nodes[i];
+    if (n.op == Op::opaque) throw not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(g->shape_of(g->node_inputs[i][0]).size());
     auto axes = [&]() { return normalize_axes(n.axes, rank0, where_of(n) + "/axes"); };
     switch (n.op) {
@@ -458,6 +473,21 @@ struct Engine::Impl {
       case Op::sigmoid: return at::sigmoid(in(i, 0));
       case Op::silu: return at::silu(in(i, 0));
       case Op::exp: return at::exp(in(i, 0));
+      case Op::sqrt:
+        refuse_outside_domain(n, in(i, 0) < 0, "sqrt of a negative value");
+        return at::sqrt(in(i, 0));
+      case Op::reciprocal:
+        refuse_outside_domain(n, in(i, 0) == 0, "reciprocal of 0");
+        return at::reciprocal(in(i, 0));
+      case Op::erf: return at::erf(in(i, 0));
+      case Op::hard_sigmoid: return at::clamp(in(i, 0) * n.alpha + n.beta, 0.0, 1.0);
+      case Op::hard_swish: return in(i, 0) * at::clamp(in(i, 0) / 6.0 + 0.5, 0.0, 1.0);
+      case Op::clip: {
+        c10::optional<at::Scalar> lo, hi;
+        if (!std::isinf(n.min)) lo = n.min;
+        if (!std::isinf(n.max)) hi = n.max;
+        return at::clamp(in(i, 0), lo, hi);
+      }
       case Op::softmax:
         return at::softmax(in(i, 0), normalize_axis(n.axis, rank0, where_of(n) + "/axis"));
       case Op::mean: return at::mean(in(i, 0), axes(), n.keepdims);
@@ -479,6 +509,7 @@ struct Engine::Impl {
         if (fused_norm_out[i].defined()) return std::move(fused_norm_out[i]);
         return norm(i, in(i, 0), n.op, axes(), read(i, "weight", n.weight),
                     read(i, "bias", n.bias), n.eps);
+      case Op::opaque: throw not_evaluable(n);
       case Op::kCount: break;
     }
     throw InternalError("torch engine: bad op");

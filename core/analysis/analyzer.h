@@ -56,6 +56,7 @@ enum class BreakKind : uint8_t {
   gate,         // enters attention scores or a recurrence
   denominator,  // enters a divisor
   index,        // enters an index operand
+  opaque,       // enters an op lnverify does not model (an imported `opaque` node)
 };
 
 struct Safety {
@@ -79,6 +80,7 @@ enum class IssueKind : uint8_t {
   per_feature_factor,
   reshape_blocks,
   matmul_mixing,
+  opaque_op,  // the output of an op lnverify does not model
 };
 
 struct Issue {

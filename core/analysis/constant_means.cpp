@@ -65,12 +65,19 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
     case Op::mean:
     case Op::max:
     case Op::transpose:
     case Op::reshape:
     case Op::concat:
     case Op::rms_norm:
+    case Op::opaque:
     case Op::kCount:
       return false;
   }

@@ -54,7 +54,9 @@ class Reasoner {
   Reasoner(Analyzer& an) : an_(an), g_(an.graph()) {}
 
   std::string describe(int32_t n) const {
-    return quote(g_.nodes[n].name) + " (" + std::string(op_name(g_.nodes[n].op)) + ")";
+    const Node& node = g_.nodes[n];
+    if (node.op == Op::opaque) return quote(node.name) + " (opaque op " + quote(node.op_type) + ")";
+    return quote(node.name) + " (" + std::string(op_name(node.op)) + ")";
   }
 
   // A shortest route of node names from `from` to `to` along consumers (bounded search).
@@ -141,6 +143,9 @@ class Reasoner {
       case IssueKind::reshape_blocks:
         return who + " splits or merges the normalized axes of " + quote(ln) +
                " across blocks of its input, so their mean is not a mean of whole features";
+      case IssueKind::opaque_op:
+        return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
+               who + ", an op lnverify does not model, so no centering is known to remove it";
       case IssueKind::matmul_mixing:
         return who + " multiplies two activations along the normalized axes of " + quote(ln) +
                ", so its mean is not a combination of centerable terms";
@@ -207,6 +212,9 @@ class Reasoner {
         return head + "enters the divisor of " + describe(b) + lost;
       case BreakKind::index:
         return head + "enters the index operand of " + describe(b) + lost;
+      case BreakKind::opaque:
+        return head + "enters " + describe(b) +
+               ", an op lnverify does not model, which is not known to absorb it" + lost;
     }
     return head + "is not absorbed";
   }

@@ -71,6 +71,12 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
       return breaks(BreakKind::nonlinear);
     case Op::softmax:
       return softmax_edge(c, k, u);
@@ -88,6 +94,9 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
       return norm_edge(c, k, u);
     case Op::rms_norm:
       return breaks(BreakKind::rms_norm);
+    // An op lnverify does not model absorbs nothing and may do anything with δ.
+    case Op::opaque:
+      return breaks(BreakKind::opaque);
     case Op::kCount:
       break;
   }

@@ -53,6 +53,12 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
     case Op::rnn:
     case Op::softmax:
       return opaque_mean(n, a, IssueKind::nonlinear_output);
@@ -72,6 +78,9 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return layer_norm_mean(n, a);
     case Op::rms_norm:
       return rms_norm_mean(n, a);
+    // An op lnverify does not model: its output is an atom, whatever its inputs.
+    case Op::opaque:
+      return opaque_mean(n, a, IssueKind::opaque_op);
     case Op::kCount:
       break;
   }

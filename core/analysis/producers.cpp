@@ -39,6 +39,12 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
     case Op::softmax:
     case Op::mean:
     case Op::max:
@@ -48,6 +54,7 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
     case Op::center:
     case Op::layer_norm:
     case Op::rms_norm:
+    case Op::opaque:
     case Op::kCount:
       return -1;
   }

@@ -47,19 +47,28 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::gelu:
     case Op::tanh:
     case Op::silu:
+    case Op::sqrt:
+    case Op::erf:
+    case Op::hard_swish:
     case Op::max:
     case Op::transpose:
     case Op::reshape:
     case Op::concat:
     case Op::center:
       return all_zero();
+    case Op::clip:  // clip(0) = 0 when 0 lies within the bounds
+      return n.min <= 0.0 && n.max >= 0.0 && all_zero();
+    case Op::hard_sigmoid:  // hard_sigmoid(0) = clamp(beta, 0, 1)
+      return n.beta <= 0.0 && all_zero();
     case Op::rnn:
       // h_t = act(N(W_ih·0 + W_hh·h_{t-1})) stays 0 from h_0 = 0 when nothing adds a bias.
       return z(0) && n.bias.empty() && (!n.norm || n.norm->bias.empty());
     case Op::embedding:
     case Op::sigmoid:
     case Op::exp:
+    case Op::reciprocal:  // 1/0 is not a value: never zero
     case Op::softmax:
+    case Op::opaque:  // unknown: never assumed zero
     case Op::kCount:
       return false;
   }

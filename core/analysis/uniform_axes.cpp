@@ -114,6 +114,12 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
     case Op::scale:
       m = x.mapped(in[0]);
       break;
@@ -139,6 +145,7 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::embedding:
     case Op::rnn:
     case Op::attention:
+    case Op::opaque:  // unknown: uniform only along its size-1 axes
       m = 0;
       break;
     // Row-wise over axes A: uniform along the axes outside A where the input is; along A

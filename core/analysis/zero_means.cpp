@@ -92,10 +92,17 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     case Op::sigmoid:
     case Op::silu:
     case Op::exp:
+    case Op::sqrt:
+    case Op::reciprocal:
+    case Op::erf:
+    case Op::hard_sigmoid:
+    case Op::hard_swish:
+    case Op::clip:
     case Op::softmax:
     case Op::max:
     case Op::concat:
     case Op::rms_norm:
+    case Op::opaque:
     case Op::kCount:
       return false;
   }

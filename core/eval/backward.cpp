@@ -110,6 +110,7 @@ class Backward {
 
   void node(int32_t i, const Tensor<T>& dy) {
     const Node& n = g_.nodes[i];
+    if (n.op == Op::opaque) throw detail::not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(in(i, 0).shape.size());
     switch (n.op) {
       case Op::linear: {
@@ -193,12 +194,21 @@ class Backward {
       case Op::tanh:
       case Op::sigmoid:
       case Op::silu:
-      case Op::exp: {
+      case Op::exp:
+      case Op::sqrt:
+      case Op::reciprocal:
+      case Op::erf:
+      case Op::hard_sigmoid:
+      case Op::hard_swish:
+      case Op::clip: {
         const Tensor<T>& x = in(i, 0);
         const Tensor<T>& y = ev_.nodes[i];
         Tensor<T>& dx = *din(i, 0);
-        for (int64_t k = 0; k < dy.size(); ++k)
-          dx.data[k] += dy.data[k] * detail::unary_derivative(n.op, x.data[k], y.data[k]);
+        for (int64_t k = 0; k < dy.size(); ++k) {
+          if (const std::string e = detail::unary_domain_error(n, x.data[k], k, true); !e.empty())
+            throw ModelError(node_where(n), e);
+          dx.data[k] += dy.data[k] * detail::unary_derivative(n, x.data[k], y.data[k]);
+        }
         return;
       }
       case Op::softmax:
@@ -254,6 +264,7 @@ class Backward {
                                                 dy, normalize_axes(n.axes, rank0, node_where(n))));
       case Op::layer_norm:
       case Op::rms_norm: return norm(i, dy);
+      case Op::opaque: throw detail::not_evaluable(n);
       case Op::kCount: break;
     }
     throw InternalError("backward: bad op");

@@ -101,6 +101,7 @@ class Forward {
     using std::max;
     const Node& n = g_.nodes[i];
     const Shape& ys = g_.node_shapes[i];
+    if (n.op == Op::opaque) throw detail::not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(in(i, 0).shape.size());
     switch (n.op) {
       case Op::linear: {
@@ -155,9 +156,19 @@ class Forward {
       case Op::tanh:
       case Op::sigmoid:
       case Op::silu:
-      case Op::exp: {
+      case Op::exp:
+      case Op::sqrt:
+      case Op::reciprocal:
+      case Op::erf:
+      case Op::hard_sigmoid:
+      case Op::hard_swish:
+      case Op::clip: {
         Tensor<T> y = in(i, 0);
-        for (T& v : y.data) v = detail::unary_fwd(n.op, v);
+        for (int64_t k = 0; k < y.size(); ++k) {
+          if (const std::string e = detail::unary_domain_error(n, y.data[k], k, false); !e.empty())
+            throw ModelError(node_where(n), e);
+          y.data[k] = detail::unary_fwd(n, y.data[k]);
+        }
         return y;
       }
       case Op::softmax:
@@ -210,6 +221,7 @@ class Forward {
         return detail::centered(in(i, 0), normalize_axes(n.axes, rank0, node_where(n)));
       case Op::layer_norm:
       case Op::rms_norm: return norm(i);
+      case Op::opaque: throw detail::not_evaluable(n);
       case Op::kCount: break;
     }
     throw InternalError("forward: bad op");

@@ -387,37 +387,58 @@ T sigmoid_of(const T& x) {
   return T(1) / (T(1) + exp(-x));
 }
 
+// max(lo, min(hi, v)) with lo <= hi.
 template <class T>
-T unary_fwd(Op op, const T& x) {
+T clamp_to(const T& v, const T& lo, const T& hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+// The unary nonlinearity of node `n` at x (its attributes: hard_sigmoid's alpha and beta,
+// clip's bounds). Outside the domain (sqrt of a negative value, reciprocal of 0) it
+// throws: unary_domain_error says so first, with the node and the element.
+template <class T>
+T unary_fwd(const Node& n, const T& x) {
   using std::erf;
   using std::exp;
   using std::sqrt;
   using std::tanh;
-  switch (op) {
+  switch (n.op) {
     case Op::relu: return x > 0 ? x : T(0);
     case Op::gelu: return x * (T(1) + erf(x / sqrt(T(2)))) / 2;
     case Op::tanh: return tanh(x);
     case Op::sigmoid: return sigmoid_of(x);
     case Op::silu: return x * sigmoid_of(x);
     case Op::exp: return exp(x);
+    case Op::sqrt: return sqrt(x);
+    case Op::reciprocal: return T(1) / x;
+    case Op::erf: return erf(x);
+    case Op::hard_sigmoid: return clamp_to(T(n.alpha) * x + T(n.beta), T(0), T(1));
+    case Op::hard_swish: return x * clamp_to(x / 6 + T(1) / 2, T(0), T(1));
+    case Op::clip: {
+      T y = x;
+      if (!std::isinf(n.min) && y < T(n.min)) y = T(n.min);
+      if (!std::isinf(n.max) && y > T(n.max)) y = T(n.max);
+      return y;
+    }
     // Not unary: every other op is listed, so that a new op fails to compile until placed.
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::kCount: break;
+    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_fwd: not a unary op");
 }
 
-// d unary(x) / dx, given x and y = unary(x).
+// d unary(x) / dx, given x and y = unary(x). Where a piecewise op has a kink the one-sided
+// choice is LibTorch's (relu, hard_sigmoid: 0 at the kinks; clip: 1 on the bounds).
 template <class T>
-T unary_derivative(Op op, const T& x, const T& y) {
+T unary_derivative(const Node& n, const T& x, const T& y) {
   using std::acos;
   using std::erf;
   using std::exp;
   using std::sqrt;
-  switch (op) {
+  switch (n.op) {
     case Op::relu: return x > 0 ? T(1) : T(0);
     case Op::gelu: {
       const T pi = acos(T(-1));
@@ -430,14 +451,43 @@ T unary_derivative(Op op, const T& x, const T& y) {
       return s * (T(1) + x * (T(1) - s));
     }
     case Op::exp: return y;
+    case Op::sqrt: return T(1) / (2 * y);
+    case Op::reciprocal: return -(y * y);
+    case Op::erf: return 2 * exp(-x * x) / sqrt(acos(T(-1)));
+    case Op::hard_sigmoid: {
+      const T z = T(n.alpha) * x + T(n.beta);
+      return z > 0 && z < 1 ? T(n.alpha) : T(0);
+    }
+    case Op::hard_swish: {
+      if (x < -3) return T(0);
+      if (x > 3) return T(1);
+      return x / 3 + T(1) / 2;
+    }
+    case Op::clip:
+      return (std::isinf(n.min) || x >= T(n.min)) && (std::isinf(n.max) || x <= T(n.max))
+                 ? T(1)
+                 : T(0);
     // Not unary: every other op is listed, so that a new op fails to compile until placed.
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::kCount: break;
+    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_derivative: not a unary op");
+}
+
+// Whether x lies outside the domain of n's unary op (forward: sqrt of a negative value,
+// reciprocal of 0; with `derivative`, also sqrt at 0, where the slope is unbounded), as
+// an error message naming the element; empty when inside.
+template <class T>
+std::string unary_domain_error(const Node& n, const T& x, int64_t k, bool derivative) {
+  const bool bad = (n.op == Op::sqrt && (x < 0 || (derivative && x == 0))) ||
+                   (n.op == Op::reciprocal && x == 0);
+  if (!bad) return "";
+  return std::string(op_name(n.op)) + (derivative ? "'s derivative" : "") +
+         " is undefined at " + std::to_string(static_cast<double>(x)) + " (flat index " +
+         std::to_string(k) + ")";
 }
 
 // ---------------------------------------------------------------- dropout
@@ -738,6 +788,13 @@ ParamRead<T> read_param(const Graph& g, const std::vector<Tensor<T>>& params, co
 }
 
 inline std::string node_where(const Node& n) { return "node '" + n.name + "'"; }
+
+// An `opaque` node: the evaluators do not know what it computes.
+inline NotEvaluableError not_evaluable(const Node& n) {
+  return NotEvaluableError(node_where(n), "cannot evaluate op '" + n.op_type +
+                                              "' (imported as opaque: lnverify does not "
+                                              "model what it computes)");
+}
 
 // Concat layout: `outer` blocks, each the inputs' `widths[k] * inner` values in turn.
 struct ConcatLayout {

@@ -1,0 +1,28 @@
+// The model a command reads: a model.json, or an ONNX file (`.onnx`, or ONNX bytes under
+// another name) imported with its symbolic input dims bound by `--dim NAME=VALUE`. Every
+// command that takes a model adds it with add_model_input and loads it with load_input.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/graph.h"
+#include "core/model_json.h"
+
+namespace lnv::cli {
+
+// Adds the MODEL positional (required) into `path` and the repeatable --dim option into
+// `dims` ("NAME=VALUE", as given).
+void add_model_input(CLI::App& sub, std::string& path, std::vector<std::string>& dims,
+                     const std::string& help);
+
+// Reads the model. ONNX files are imported (onnx/import.h); `options` applies to
+// model.json only. Throws ModelError (exit 2): a malformed --dim, --dim given for a
+// model.json, a symbolic dim left unbound or one no input has, anything the reader or
+// importer refuses.
+Graph load_input(const std::string& path, const std::vector<std::string>& dims,
+                 const LoadOptions& options = {});
+
+}  // namespace lnv::cli

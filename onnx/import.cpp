@@ -1,0 +1,423 @@
+// The folded ONNX IR -> lnv::Graph (onnx/import.h). One function per ONNX op family
+// (kMappers); norms and Gelu's Erf spelling are matched first (onnx/import_patterns.cpp)
+// and replace the nodes they span.
+#include "onnx/import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+#include "core/error.h"
+#include "onnx/constant_fold.h"
+#include "onnx/import_context.h"
+
+namespace lnv::onnx_import {
+namespace {
+
+using lnv::Node;
+
+// ---- one mapper per op family ----------------------------------------------------------
+
+void map_alias(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (n.op_type == "Cast" && !(is_float_type(im.elem_type(n.inputs[0])) &&
+                               is_float_type(im.elem_type(n.outputs[0]))))
+    return im.opaque(i, "a Cast between non-float types");
+  im.alias(n.outputs[0], n.inputs[0]);
+}
+
+void map_binary(Importer& im, const onnx_import::Node& n, size_t i) {
+  const Op op = n.op_type == "Add" ? Op::add : n.op_type == "Sub" ? Op::sub
+                : n.op_type == "Mul" ? Op::mul : Op::div;
+  for (const std::string& v : n.inputs)
+    if (!im.is_float_value(v)) return im.opaque(i, "an integer operand");
+  // x * c and c * x with a scalar constant c: a scale (exact either way round).
+  if (op == Op::mul)
+    for (int k = 0; k < 2; ++k)
+      if (auto c = im.scalar(n.inputs[k]); c && !im.is_constant(n.inputs[1 - k]) &&
+                                           im.shape(n.inputs[1 - k]) == im.shape(n.outputs[0])) {
+        Node s = im.node(n, i, Op::scale, {im.value(n.inputs[1 - k])});
+        s.factor = *c;
+        return im.emit_final(std::move(s), n.outputs[0]);
+      }
+  im.emit_final(im.node(n, i, op, {im.value(n.inputs[0]), im.value(n.inputs[1])}), n.outputs[0]);
+}
+
+void map_pow(Importer& im, const onnx_import::Node& n, size_t i) {
+  const auto e = im.scalar(n.inputs[1]);
+  if (e && *e == 1.0) return im.alias(n.outputs[0], n.inputs[0]);
+  if (!e || *e != 2.0) return im.opaque(i, "an exponent other than the constant 2");
+  const std::string x = im.value(n.inputs[0]);
+  im.emit_final(im.node(n, i, Op::mul, {x, x}), n.outputs[0]);
+}
+
+void map_unary(Importer& im, const onnx_import::Node& n, size_t i) {
+  static const std::map<std::string, std::string> kNames = {
+      {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Exp", "exp"},
+      {"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"}, {"Erf", "erf"}, {"HardSwish", "hard_swish"},
+      {"Gelu", "gelu"}};
+  if (n.op_type == "Gelu") {
+    const Attribute* a = n.attr("approximate");
+    if (a && a->s != "none") return im.opaque(i, "Gelu with approximate='" + a->s + "'");
+  }
+  const auto op = op_from_name(kNames.at(n.op_type));
+  if (!op) return im.opaque(i, "no model.json op '" + kNames.at(n.op_type) + "' yet");
+  im.emit_final(im.node(n, i, *op, {im.value(n.inputs[0])}), n.outputs[0]);
+}
+
+// HardSigmoid: max(0, min(1, alpha x + beta)), ONNX's defaults alpha 0.2, beta 0.5.
+void map_hard_sigmoid(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node h = im.node(n, i, Op::hard_sigmoid, {im.value(n.inputs[0])});
+  h.alpha = im.attr_f(n, "alpha", 0.2);
+  h.beta = im.attr_f(n, "beta", 0.5);
+  im.emit_final(std::move(h), n.outputs[0]);
+}
+
+// Clip: bounds as attributes before opset 11, as optional constant inputs from 11; none:
+// the identity.
+void map_clip(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node c = im.node(n, i, Op::clip, {im.value(n.inputs[0])});
+  if (im.model().opset("") < 11) {
+    c.min = im.attr_f(n, "min", c.min);
+    c.max = im.attr_f(n, "max", c.max);
+  } else {
+    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+      if (n.inputs[k].empty()) continue;
+      const auto bound = im.scalar(n.inputs[k]);
+      if (!bound) return im.opaque(i, "a bound that is not a constant");
+      (k == 1 ? c.min : c.max) = *bound;
+    }
+  }
+  if (std::isinf(c.min) && std::isinf(c.max)) return im.alias(n.outputs[0], n.inputs[0]);
+  im.emit_final(std::move(c), n.outputs[0]);
+}
+
+void map_neg(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node s = im.node(n, i, Op::scale, {im.value(n.inputs[0])});
+  s.factor = -1.0;
+  im.emit_final(std::move(s), n.outputs[0]);
+}
+
+void map_matmul(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (im.shape(n.inputs[0]).size() < 2 || im.shape(n.inputs[1]).size() < 2)
+    return im.opaque(i, "a 1-D operand");
+  im.emit_final(im.node(n, i, Op::matmul, {im.value(n.inputs[0]), im.value(n.inputs[1])}),
+                n.outputs[0]);
+}
+
+// Y = alpha * A' B' + beta * C.
+void map_gemm(Importer& im, const onnx_import::Node& n, size_t i) {
+  const double alpha = im.attr_f(n, "alpha", 1.0), beta = im.attr_f(n, "beta", 1.0);
+  const bool trans_a = im.attr_i(n, "transA", 0) != 0, trans_b = im.attr_i(n, "transB", 0) != 0;
+  const std::string c = n.inputs.size() > 2 ? n.inputs[2] : "";
+  const std::vector<int64_t> out_shape = im.shape(n.outputs[0]);
+  std::string a = im.value(n.inputs[0]);
+  if (trans_a) {
+    Node t = im.node(n, i, Op::transpose, {a}, "transA");
+    t.perm = {1, 0};
+    a = im.emit(std::move(t));
+  }
+  const bool b_const = im.is_constant(n.inputs[1]);
+  const bool bias_fits = !c.empty() && beta == 1.0 && alpha == 1.0 && im.is_constant(c) &&
+                         im.shape(c).size() <= 2 && im.numel(c) == out_shape[1] &&
+                         (im.shape(c).size() < 2 || im.shape(c)[0] == 1);
+  Node prod;
+  if (b_const && trans_b) {  // B is [N, K]: a linear layer's weight as PyTorch stores it
+    prod = im.node(n, i, Op::linear, {a}, c.empty() || bias_fits ? "" : "product");
+    prod.weight = im.value(n.inputs[1]);
+    if (bias_fits) prod.bias = im.param_as(c, {out_shape[1]});
+    if (c.empty() || bias_fits) return im.emit_final(std::move(prod), n.outputs[0]);
+  } else {
+    const bool last = c.empty() && alpha == 1.0;
+    prod = im.node(n, i, Op::matmul, {a, im.value(n.inputs[1])}, last ? "" : "product");
+    prod.transpose_b = trans_b;
+    if (last) return im.emit_final(std::move(prod), n.outputs[0]);
+  }
+  std::string y = im.emit(std::move(prod));
+  if (alpha != 1.0) {
+    Node s = im.node(n, i, Op::scale, {y}, c.empty() ? "" : "alpha");
+    s.factor = alpha;
+    if (c.empty()) return im.emit_final(std::move(s), n.outputs[0]);
+    y = im.emit(std::move(s));
+  }
+  std::string bias;
+  if (beta == 1.0) {
+    bias = im.value(c);
+  } else if (im.is_constant(c)) {
+    std::vector<double> v = im.constant(c)->value.floats;
+    for (double& x : v) x *= beta;
+    bias = im.new_param(c + ".beta", im.shape(c), std::move(v));
+  } else {
+    Node s = im.node(n, i, Op::scale, {im.value(c)}, "beta");
+    s.factor = beta;
+    bias = im.emit(std::move(s));
+  }
+  im.emit_final(im.node(n, i, Op::add, {y, bias}), n.outputs[0]);
+}
+
+// ONNX pads [b1, b2, ..., e1, e2, ...], or auto_pad: one padding per spatial axis when
+// symmetric; nullopt otherwise.
+std::optional<std::vector<int64_t>> symmetric_pads(Importer& im, const onnx_import::Node& n,
+                                                   const std::vector<int64_t>& in,
+                                                   const std::vector<int64_t>& kernel,
+                                                   const std::vector<int64_t>& strides,
+                                                   const std::vector<int64_t>& dilations) {
+  const size_t s = kernel.size();
+  const std::string auto_pad = im.attr_s(n, "auto_pad", "NOTSET");
+  std::vector<int64_t> pads = im.attr_ints(n, "pads", std::vector<int64_t>(2 * s, 0));
+  if (auto_pad == "VALID") pads.assign(2 * s, 0);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    for (size_t k = 0; k < s; ++k) {
+      const int64_t out = (in[2 + k] + strides[k] - 1) / strides[k];
+      const int64_t total =
+          std::max<int64_t>((out - 1) * strides[k] + (kernel[k] - 1) * dilations[k] + 1 - in[2 + k], 0);
+      pads[k] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[k + s] = total - pads[k];
+    }
+  if (pads.size() != 2 * s) return std::nullopt;
+  std::vector<int64_t> sym(s);
+  for (size_t k = 0; k < s; ++k) {
+    if (pads[k] != pads[k + s]) return std::nullopt;
+    sym[k] = pads[k];
+  }
+  return sym;
+}
+
+void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
+  const std::vector<int64_t> x = im.shape(n.inputs[0]);
+  if (!im.is_constant(n.inputs[1])) return im.opaque(i, "a weight that is not a constant");
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !im.is_constant(n.inputs[2]))
+    return im.opaque(i, "a bias that is not a constant");
+  const std::vector<int64_t> w = im.shape(n.inputs[1]);
+  const size_t s = w.size() - 2;
+  if (s != 1 && s != 2) return im.opaque(i, std::to_string(s) + " spatial axes");
+  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  const auto strides = im.attr_ints(n, "strides", std::vector<int64_t>(s, 1));
+  const auto dilations = im.attr_ints(n, "dilations", std::vector<int64_t>(s, 1));
+  const auto pads = symmetric_pads(im, n, x, kernel, strides, dilations);
+  if (!pads) return im.opaque(i, "asymmetric padding");
+  Node c = im.node(n, i, s == 1 ? Op::conv1d : Op::conv2d, {im.value(n.inputs[0])});
+  c.weight = im.value(n.inputs[1]);
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) c.bias = im.value(n.inputs[2]);
+  c.stride = strides;
+  c.dilation = dilations;
+  c.padding = *pads;
+  c.groups = im.attr_i(n, "group", 1);
+  im.emit_final(std::move(c), n.outputs[0]);
+}
+
+// Inference: y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a.
+void map_batch_norm(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (im.attr_i(n, "training_mode", 0) != 0 || im.used(n, 1))
+    return im.opaque(i, "training mode (running statistics as outputs)");
+  for (size_t k = 1; k < 5; ++k)
+    if (!im.is_constant(n.inputs[k])) return im.opaque(i, "statistics that are not constants");
+  const double eps = im.attr_f(n, "epsilon", 1e-5);
+  const auto& sc = im.constant(n.inputs[1])->value.floats;
+  const auto& b = im.constant(n.inputs[2])->value.floats;
+  const auto& mean = im.constant(n.inputs[3])->value.floats;
+  const auto& var = im.constant(n.inputs[4])->value.floats;
+  std::vector<double> mul(sc.size()), add(sc.size());
+  for (size_t c = 0; c < sc.size(); ++c) {
+    mul[c] = sc[c] / std::sqrt(var[c] + eps);
+    add[c] = b[c] - mean[c] * mul[c];
+  }
+  std::vector<int64_t> shape(im.shape(n.inputs[0]).size() - 1, 1);
+  shape[0] = static_cast<int64_t>(sc.size());
+  const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+  const std::string m = im.emit(im.node(n, i, Op::mul, {im.value(n.inputs[0]),
+                                                        im.new_param(name + ".mul", shape, mul)},
+                                        "mul"));
+  im.emit_final(im.node(n, i, Op::add, {m, im.new_param(name + ".add", shape, add)}), n.outputs[0]);
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze: a reshape to the output's (static) shape.
+void map_reshape(Importer& im, const onnx_import::Node& n, size_t i) {
+  Node r = im.node(n, i, Op::reshape, {im.value(n.inputs[0])});
+  r.shape = im.shape(n.outputs[0]);
+  im.emit_final(std::move(r), n.outputs[0]);
+}
+
+void map_transpose(Importer& im, const onnx_import::Node& n, size_t i) {
+  const size_t rank = im.shape(n.inputs[0]).size();
+  std::vector<int64_t> reversed(rank);
+  for (size_t k = 0; k < rank; ++k) reversed[k] = static_cast<int64_t>(rank - 1 - k);
+  Node t = im.node(n, i, Op::transpose, {im.value(n.inputs[0])});
+  t.perm = im.attr_ints(n, "perm", reversed);
+  im.emit_final(std::move(t), n.outputs[0]);
+}
+
+void map_concat(Importer& im, const onnx_import::Node& n, size_t i) {
+  std::vector<std::string> ins;
+  for (const std::string& v : n.inputs) {
+    if (!im.is_float_value(v)) return im.opaque(i, "an integer operand");
+    ins.push_back(im.value(v));
+  }
+  Node c = im.node(n, i, Op::concat, ins);
+  c.axis = im.attr_i(n, "axis", 0);
+  im.emit_final(std::move(c), n.outputs[0]);
+}
+
+// Opset >= 13: softmax over `axis`. Before: over the flattened axes from `axis` on
+// (default 1), which is a softmax over the last axis of a reshape to [A, B], reshaped back.
+void map_softmax(Importer& im, const onnx_import::Node& n, size_t i) {
+  const std::vector<int64_t> x = im.shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const bool flattening = im.model().opset("") < 13;
+  int64_t axis = im.attr_i(n, "axis", flattening ? 1 : -1);
+  if (axis < 0) axis += rank;
+  if (!flattening || axis == rank - 1) {
+    Node s = im.node(n, i, Op::softmax, {im.value(n.inputs[0])});
+    s.axis = flattening ? -1 : im.attr_i(n, "axis", -1);
+    return im.emit_final(std::move(s), n.outputs[0]);
+  }
+  const int64_t a = std::accumulate(x.begin(), x.begin() + axis, int64_t{1}, std::multiplies<>());
+  const int64_t b = std::accumulate(x.begin() + axis, x.end(), int64_t{1}, std::multiplies<>());
+  Node r1 = im.node(n, i, Op::reshape, {im.value(n.inputs[0])}, "flatten");
+  r1.shape = {a, b};
+  Node s = im.node(n, i, Op::softmax, {im.emit(std::move(r1))}, "softmax");
+  s.axis = -1;
+  Node r2 = im.node(n, i, Op::reshape, {im.emit(std::move(s))});
+  r2.shape = x;
+  im.emit_final(std::move(r2), n.outputs[0]);
+}
+
+// ReduceMean/ReduceMax, ReduceSum (a mean scaled by the count), GlobalAveragePool,
+// GlobalMaxPool, and AveragePool whose one window covers every spatial position.
+void map_reduce(Importer& im, const onnx_import::Node& n, size_t i) {
+  const std::vector<int64_t> x = im.shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  Axes axes;
+  bool keepdims = true;
+  if (n.op_type.starts_with("Reduce")) {
+    const auto read = im.reduce_axes(n);
+    if (!read) return im.opaque(i, "axes that are not a constant");
+    axes = *read;
+    keepdims = im.attr_i(n, "keepdims", 1) != 0;
+    if (axes.empty()) {
+      if (im.attr_i(n, "noop_with_empty_axes", 0) != 0) return im.alias(n.outputs[0], n.inputs[0]);
+      for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+    }
+  } else {
+    if (n.op_type == "AveragePool") {
+      const auto kernel = im.attr_ints(n, "kernel_shape", {});
+      const auto pads = im.attr_ints(n, "pads", std::vector<int64_t>(2 * kernel.size(), 0));
+      const bool whole = std::equal(kernel.begin(), kernel.end(), x.begin() + 2, x.end()) &&
+                         std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
+                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_UPPER" &&
+                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_LOWER";
+      if (!whole) return im.opaque(i, "a window smaller than the input");
+    }
+    for (int64_t k = 2; k < rank; ++k) axes.push_back(k);
+  }
+  const bool is_max = n.op_type == "ReduceMax" || n.op_type == "GlobalMaxPool";
+  const bool is_sum = n.op_type == "ReduceSum";
+  Node r = im.node(n, i, is_max ? Op::max : Op::mean, {im.value(n.inputs[0])}, is_sum ? "mean" : "");
+  r.axes = axes;
+  r.keepdims = keepdims;
+  if (!is_sum) return im.emit_final(std::move(r), n.outputs[0]);
+  int64_t count = 1;
+  for (int64_t a : normalize_axes(axes, rank, im.describe(i))) count *= x[a];
+  Node s = im.node(n, i, Op::scale, {im.emit(std::move(r))});
+  s.factor = static_cast<double>(count);
+  im.emit_final(std::move(s), n.outputs[0]);
+}
+
+void map_dropout(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (im.used(n, 1)) return im.opaque(i, "its mask is used");
+  double p = im.attr_f(n, "ratio", 0.5);
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    const auto r = im.scalar(n.inputs[1]);
+    if (!r) return im.opaque(i, "a ratio that is not a constant");
+    p = *r;
+  }
+  Node d = im.node(n, i, Op::dropout, {im.value(n.inputs[0])});
+  d.p = p;
+  im.emit_final(std::move(d), n.outputs[0]);
+}
+
+// An embedding lookup: Gather(axis 0) of a constant [num, dim] table by an integer graph
+// input.
+void map_gather(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!im.is_constant(n.inputs[0]) || !im.is_float_value(n.inputs[0]) ||
+      im.shape(n.inputs[0]).size() != 2 || im.attr_i(n, "axis", 0) != 0 ||
+      !im.is_index_input(n.inputs[1]))
+    return im.opaque(i, "not a lookup of a constant table by an integer graph input");
+  Node e = im.node(n, i, Op::embedding, {im.value(n.inputs[1])});
+  e.weight = im.value(n.inputs[0]);
+  im.note_index_range(n.inputs[1], im.shape(n.inputs[0])[0]);
+  im.emit_final(std::move(e), n.outputs[0]);
+}
+
+const std::map<std::string, Mapper>& mappers() {
+  static const std::map<std::string, Mapper> kMappers = {
+      {"Identity", map_alias}, {"Cast", map_alias},
+      {"Add", map_binary}, {"Sub", map_binary}, {"Mul", map_binary}, {"Div", map_binary},
+      {"Pow", map_pow}, {"Neg", map_neg},
+      {"Relu", map_unary}, {"Tanh", map_unary}, {"Sigmoid", map_unary}, {"Exp", map_unary},
+      {"Sqrt", map_unary}, {"Reciprocal", map_unary}, {"Erf", map_unary},
+      {"HardSwish", map_unary}, {"Gelu", map_unary},
+      {"HardSigmoid", map_hard_sigmoid}, {"Clip", map_clip},
+      {"MatMul", map_matmul}, {"Gemm", map_gemm}, {"Conv", map_conv},
+      {"BatchNormalization", map_batch_norm},
+      {"Reshape", map_reshape}, {"Flatten", map_reshape}, {"Squeeze", map_reshape},
+      {"Unsqueeze", map_reshape}, {"Transpose", map_transpose}, {"Concat", map_concat},
+      {"Softmax", map_softmax},
+      {"ReduceMean", map_reduce}, {"ReduceMax", map_reduce}, {"ReduceSum", map_reduce},
+      {"GlobalAveragePool", map_reduce}, {"GlobalMaxPool", map_reduce},
+      {"AveragePool", map_reduce},
+      {"Dropout", map_dropout}, {"Gather", map_gather},
+  };
+  return kMappers;
+}
+
+}  // namespace
+
+lnv::Graph import_graph(const Model& folded) {
+  Importer im(folded);
+  im.import_inputs();
+  const auto matches = match_patterns(im);
+  const auto& table = mappers();
+  const auto& nodes = folded.graph.nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (auto it = matches.find(i); it != matches.end()) {
+      it->second(im);
+      continue;
+    }
+    if (im.consumed(i)) continue;
+    const onnx_import::Node& n = nodes[i];
+    const auto m = n.domain.empty() || n.domain == "ai.onnx" ? table.find(n.op_type) : table.end();
+    if (m == table.end()) {
+      im.opaque(i, "no mapping of this op");
+      continue;
+    }
+    m->second(im, n, i);
+  }
+  return im.finish();
+}
+
+bool is_imported_op(const std::string& domain, const std::string& op_type) {
+  if (domain == "com.microsoft")
+    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization";
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
+         op_type == "RMSNormalization";
+}
+
+lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims) {
+  return import_graph(fold_constants(load_onnx(path, dims)).model);
+}
+
+bool is_onnx_path(const std::filesystem::path& path) {
+  if (path.extension() == ".onnx") return true;
+  // Only a regular file is peeked at: reading a FIFO's first byte would consume it.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream f(path, std::ios::binary);
+  char first = 0;
+  // A ModelProto written by ONNX starts with field 1 (ir_version, varint): byte 0x08.
+  // model.json starts with '{' or whitespace.
+  return f.get(first) && first == 0x08;
+}
+
+}  // namespace lnv::onnx_import

@@ -1,0 +1,40 @@
+// An ONNX model as an lnv::Graph: the folded IR (onnx/constant_fold.h) mapped onto
+// model.json's ops, with LayerNorms and RMSNorms recognized in the spellings exporters use.
+//
+// Names: every input, param and node keeps the name the file gives it (a node the name of
+// its ONNX node; a value without a node name its value name), with characters model.json
+// does not allow replaced by '_' and a suffix ".2", ".3", ... where two would collide.
+// Nodes an ONNX node expands into (Gemm's product and bias, BatchNormalization's mul and
+// add) are named after it with a suffix; a norm recognized from several nodes is named
+// after their common path ("/h.0/ln_1/" + "LayerNormalization"). The graph's `meta.onnx`
+// records the source (docs/onnx.md, "Importing"): the file, its opsets, the original
+// spelling of every renamed value, the ONNX value each graph output is, and per norm the
+// ONNX nodes it replaces.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "core/graph.h"
+#include "onnx/onnx_model.h"
+
+namespace lnv::onnx_import {
+
+// Precondition: `folded` comes from fold_constants (so value_info holds static shapes of
+// every value a compute node reads). Returns a finalized Graph. Throws lnv::ModelError
+// naming the file and the node as the file spells it when a node cannot be imported.
+lnv::Graph import_graph(const Model& folded);
+
+// load_onnx, fold_constants, import_graph.
+lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims);
+
+// Whether the importer maps ONNX op `op_type` of `domain` ("" for ONNX's own) onto
+// model.json ops (for some of its attributes and operands at least), norms included.
+bool is_imported_op(const std::string& domain, const std::string& op_type);
+
+// Whether `path` names an ONNX file: its extension is ".onnx", or it is a regular file whose
+// first byte starts a ModelProto (0x08: field 1, ir_version; model.json starts with '{').
+// Other files (a FIFO) are not read, so nothing is consumed.
+bool is_onnx_path(const std::filesystem::path& path);
+
+}  // namespace lnv::onnx_import

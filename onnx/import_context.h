@@ -1,0 +1,109 @@
+// Private to onnx/import*.cpp: the state of one import (the ONNX graph read, the lnv::Graph
+// built) and what the op mappers and the norm matchers ask of it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+#include "onnx/onnx_model.h"
+
+namespace lnv::onnx_import {
+
+class Importer {
+ public:
+  explicit Importer(const Model& folded);
+
+  const Model& model() const { return m_; }
+  const std::vector<onnx_import::Node>& nodes() const { return m_.graph.nodes; }
+  std::string describe(size_t i) const;  // "<file>: node 'x' (Op)"
+
+  // ---- the ONNX graph ----
+  ElemType elem_type(const std::string& v) const;
+  bool is_float_value(const std::string& v) const { return is_float_type(elem_type(v)); }
+  const Initializer* constant(const std::string& v) const;  // nullptr if not a constant
+  bool is_constant(const std::string& v) const { return constant(v) != nullptr; }
+  std::optional<double> scalar(const std::string& v) const;  // a one-element constant
+  const std::vector<int64_t>& shape(const std::string& v) const;  // static; throws if unknown
+  bool has_shape(const std::string& v) const { return shapes_.count(v) != 0; }
+  int64_t numel(const std::string& v) const;
+  bool is_index_input(const std::string& v) const;
+  int producer(const std::string& v) const;  // node index, -1 for inputs and constants
+  const std::vector<int>& consumers(const std::string& v) const;
+  bool is_graph_output(const std::string& v) const { return graph_outputs_.count(v) != 0; }
+  bool used(const onnx_import::Node& n, size_t output) const;  // read by a node or an output
+
+  double attr_f(const onnx_import::Node& n, const std::string& a, double dflt) const;
+  int64_t attr_i(const onnx_import::Node& n, const std::string& a, int64_t dflt) const;
+  std::string attr_s(const onnx_import::Node& n, const std::string& a, const std::string& dflt) const;
+  std::vector<int64_t> attr_ints(const onnx_import::Node& n, const std::string& a,
+                                 const std::vector<int64_t>& dflt) const;
+  // A reduction's axes: the attribute, or the constant second input (opset 18; ReduceSum
+  // from 13); empty when none are given; nullopt when the input is not a constant.
+  std::optional<Axes> reduce_axes(const onnx_import::Node& n) const;
+
+  // ---- the lnv graph being built ----
+  void import_inputs();
+  // The lnv name holding ONNX value `v` (a constant becomes a param on first use).
+  std::string value(const std::string& v);
+  // The constant `v` as a param of `shape` (the same values; a copy when the shape differs).
+  std::string param_as(const std::string& v, const Shape& shape);
+  std::string new_param(const std::string& want, const Shape& shape, std::vector<double> values);
+  // A node for ONNX node `n` (index i): named as n (or its first output), with ".suffix"
+  // when it is one of several nodes n expands into.
+  lnv::Node node(const onnx_import::Node& n, size_t i, Op op, std::vector<std::string> inputs,
+                 const std::string& suffix = "");
+  lnv::Node named_node(const std::string& want, Op op, std::vector<std::string> inputs);
+  std::string emit(lnv::Node node);
+  void emit_final(lnv::Node node, const std::string& onnx_value);
+  void alias(const std::string& onnx_value, const std::string& of);
+  void alias_lnv(const std::string& onnx_value, const std::string& lnv_name) { values_[onnx_value] = lnv_name; }
+  // Node i as `opaque` nodes, one per output read (named as the node, or "<node>:<k>" when
+  // several are read), with ONNX shape inference's shapes and the ONNX op type
+  // ("domain.Op" outside the default domain); its inputs are every value it reads but
+  // integer constants. `why` (why it is not mapped onto a model.json op) goes into
+  // meta.onnx.opaque.
+  void opaque(size_t i, const std::string& why);
+  void note_index_range(const std::string& input, int64_t rows);
+  void consume(size_t i) { consumed_.insert(i); }
+  bool consumed(size_t i) const { return consumed_.count(i) != 0; }
+  void record_norm(const std::string& lnv_name, const std::vector<size_t>& onnx_nodes);
+  // Finishes and finalizes the graph; throws ModelError naming the file.
+  lnv::Graph finish();
+
+ private:
+  std::string fresh(const std::string& want);
+
+  const Model& m_;
+  lnv::Graph g_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::unordered_map<std::string, ElemType> types_;
+  std::unordered_map<std::string, const Initializer*> constants_;
+  std::unordered_map<std::string, int> producers_;
+  std::unordered_map<std::string, std::vector<int>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::set<std::string> index_inputs_;
+  std::map<std::string, int64_t> index_ranges_;
+  std::unordered_map<std::string, std::string> values_;  // ONNX value -> lnv name
+  std::set<std::string> names_;                           // lnv names taken
+  std::set<size_t> consumed_;
+  nlohmann::json renamed_ = nlohmann::json::object();
+  nlohmann::json norms_ = nlohmann::json::object();
+  nlohmann::json opaque_ = nlohmann::json::object();  // opaque node -> why it is not mapped
+};
+
+using Mapper = void (*)(Importer&, const onnx_import::Node&, size_t);
+
+// Norms (every spelling of docs/onnx.md) and Gelu's Erf spelling, matched over the whole
+// graph before the nodes are mapped one by one. Each match marks the nodes it spans
+// consumed and is keyed by the index of its last node, where its emitter runs.
+std::map<size_t, std::function<void(Importer&)>> match_patterns(Importer& im);
+
+}  // namespace lnv::onnx_import

@@ -1,0 +1,488 @@
+// Norms and Gelu's Erf spelling in an ONNX graph (docs/onnx.md, "Norms"), matched before
+// the nodes are mapped one by one (onnx/import_context.h, match_patterns).
+//
+// A decomposition matches only whole: every value between its first and its last node is
+// read by the pattern alone (not by another node, not a graph output), the reductions
+// agree on their axes and keep them, and eps and the exponent are constants. Casts between
+// float types and Identity may sit between any two steps (they are identities here). A
+// spelling that matches in part is not a norm: its nodes are mapped one by one.
+#include <algorithm>
+#include <cmath>
+
+#include "core/shape.h"
+#include "onnx/import_context.h"
+
+namespace lnv::onnx_import {
+namespace {
+
+using Nodes = std::vector<size_t>;
+
+class Matcher {
+ public:
+  explicit Matcher(Importer& im) : im_(im), nodes_(im.nodes()) {}
+
+  std::map<size_t, std::function<void(Importer&)>> run() {
+    // Whole LayerNorm decompositions first: their inner `d = x - mean` is an RMSNorm's
+    // spelling too.
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (is(i, "ReduceMean")) try_layer_norm_decomposed(i);
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (is(i, "Pow") || is(i, "Mul")) try_rms_norm_decomposed(i);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (is(i, "LayerNormalization") || is(i, "RMSNormalization") ||
+          is(i, "SimplifiedLayerNormalization", "com.microsoft"))
+        try_norm_op(i);
+      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);
+      if (is(i, "Erf")) try_gelu(i);
+    }
+    return std::move(matches_);
+  }
+
+ private:
+  bool is(size_t i, const char* op, const char* domain = "") const {
+    const auto& n = nodes_[i];
+    const bool domain_ok = n.domain == domain || (*domain == 0 && n.domain == "ai.onnx");
+    return n.op_type == op && domain_ok && !im_.consumed(i);
+  }
+  bool is_alias(size_t i) const {
+    const auto& n = nodes_[i];
+    if (n.op_type == "Identity" && n.domain.empty()) return true;
+    return n.op_type == "Cast" && n.domain.empty() && is_float_type(im_.elem_type(n.inputs[0])) &&
+           is_float_type(im_.elem_type(n.outputs[0]));
+  }
+  // The value `v` is an alias of (through Casts and Identity).
+  std::string root(std::string v) const {
+    for (int p = im_.producer(v); p >= 0 && is_alias(p); p = im_.producer(v)) v = nodes_[p].inputs[0];
+    return v;
+  }
+  // The nodes reading `v`, through aliases (added to `path`); nullopt when `v` or an
+  // alias of it is a graph output.
+  std::optional<Nodes> uses(const std::string& v, Nodes& path) const {
+    if (im_.is_graph_output(v)) return std::nullopt;
+    Nodes out;
+    for (int c : im_.consumers(v)) {
+      if (im_.consumed(c)) return std::nullopt;
+      if (!is_alias(c)) {
+        out.push_back(c);
+        continue;
+      }
+      path.push_back(c);
+      auto more = uses(nodes_[c].outputs[0], path);
+      if (!more) return std::nullopt;
+      out.insert(out.end(), more->begin(), more->end());
+    }
+    return out;
+  }
+  // The one node reading `v` (through aliases), if it is of type `op`.
+  std::optional<size_t> sole_use(const std::string& v, const char* op, Nodes& path) const {
+    auto u = uses(v, path);
+    if (!u || u->size() != 1 || !is((*u)[0], op)) return std::nullopt;
+    path.push_back((*u)[0]);
+    return (*u)[0];
+  }
+  // The operand of binary node i that is not (an alias of) `v`, if the other one is.
+  std::optional<std::string> other(size_t i, const std::string& v) const {
+    const auto& in = nodes_[i].inputs;
+    if (in.size() != 2) return std::nullopt;
+    if (root(in[0]) == v) return in[1];
+    if (root(in[1]) == v) return in[0];
+    return std::nullopt;
+  }
+  std::optional<double> constant_scalar(const std::optional<std::string>& v) const {
+    if (!v) return std::nullopt;
+    return im_.scalar(root(*v));
+  }
+  // Normalized, sorted axes of a ReduceMean that keeps them; nullopt otherwise.
+  std::optional<Axes> kept_axes(size_t i, int64_t rank) const {
+    if (im_.attr_i(nodes_[i], "keepdims", 1) == 0) return std::nullopt;
+    const auto axes = im_.reduce_axes(nodes_[i]);
+    if (!axes || axes->empty()) return std::nullopt;
+    Axes a;
+    for (int64_t x : *axes) {
+      if (x < -rank || x >= rank) return std::nullopt;
+      a.push_back(x < 0 ? x + rank : x);
+    }
+    std::sort(a.begin(), a.end());
+    return a;
+  }
+
+  // `v`'s mean of squares, plus a constant eps, square-rooted: the node reading the root,
+  // and eps. `path` gets the nodes.
+  struct Denominator {
+    std::string sqrt_out;
+    double eps = 0;
+  };
+  std::optional<Denominator> eps_sqrt(const std::string& mean_sq, Nodes& path) const {
+    const auto add = sole_use(mean_sq, "Add", path);
+    if (!add) return std::nullopt;
+    const auto eps = constant_scalar(other(*add, mean_sq));
+    if (!eps || !std::isfinite(*eps) || *eps < 0) return std::nullopt;
+    const auto sq = sole_use(nodes_[*add].outputs[0], "Sqrt", path);
+    if (!sq) return std::nullopt;
+    return Denominator{nodes_[*sq].outputs[0], *eps};
+  }
+  // num / s, spelled Div(num, s) or Mul(num, Reciprocal(s)): the dividing node, which must
+  // be `expected` when given.
+  std::optional<size_t> divide(const std::string& num, const std::string& s, Nodes& path) const {
+    Nodes p;
+    auto u = uses(s, p);
+    if (!u || u->size() != 1) return std::nullopt;
+    size_t d = (*u)[0];
+    if (is(d, "Div")) {
+      if (nodes_[d].inputs.size() != 2 || root(nodes_[d].inputs[0]) != num || root(nodes_[d].inputs[1]) != s)
+        return std::nullopt;
+    } else if (is(d, "Reciprocal")) {
+      p.push_back(d);
+      const auto mul = sole_use(nodes_[d].outputs[0], "Mul", p);
+      if (!mul) return std::nullopt;
+      const auto o = other(*mul, nodes_[d].outputs[0]);
+      if (!o || root(*o) != num) return std::nullopt;
+      d = *mul;
+      p.pop_back();
+    } else {
+      return std::nullopt;
+    }
+    path.insert(path.end(), p.begin(), p.end());
+    path.push_back(d);
+    return d;
+  }
+  // Whether `c` is a constant whose dims, without leading 1s, are x's dims over trailing
+  // `axes`.
+  bool affine_fits(const std::string& c, const std::vector<int64_t>& x, const Axes& axes) const {
+    const Initializer* init = im_.constant(c);
+    if (!init || !init->value.is_float()) return false;
+    const int64_t rank = static_cast<int64_t>(x.size());
+    for (size_t k = 0; k < axes.size(); ++k)
+      if (axes[k] != rank - static_cast<int64_t>(axes.size() - k)) return false;
+    std::vector<int64_t> d = init->value.dims;
+    while (!d.empty() && d.front() == 1 && d.size() > axes.size()) d.erase(d.begin());
+    return d == std::vector<int64_t>(x.end() - static_cast<int64_t>(axes.size()), x.end());
+  }
+
+  struct Norm {
+    Op op = Op::layer_norm;
+    std::string x;
+    Axes axes;  // as the file writes them
+    Axes normalized;
+    double eps = 0;
+    std::string weight, bias;  // ONNX constants, empty when absent
+    std::string out;           // the ONNX value the norm computes
+    std::string mean_out, inv_std_out;  // LayerNormalization's statistics outputs, if read
+    Nodes nodes;
+    std::string name;  // empty: from the nodes' common path
+  };
+  // After the normalized value at `n_out`: an optional Mul by a weight, then an optional
+  // Add of a bias.
+  void affine_tail(Norm& norm) const {
+    const std::vector<int64_t>& x = im_.shape(norm.x);
+    Nodes p;
+    if (auto mul = sole_use(norm.out, "Mul", p)) {
+      const auto w = other(*mul, norm.out);
+      if (w && affine_fits(root(*w), x, norm.normalized)) {
+        norm.weight = root(*w);
+        norm.out = nodes_[*mul].outputs[0];
+        norm.nodes.insert(norm.nodes.end(), p.begin(), p.end());
+      }
+    }
+    p.clear();
+    if (auto add = sole_use(norm.out, "Add", p)) {
+      const auto b = other(*add, norm.out);
+      if (b && affine_fits(root(*b), x, norm.normalized)) {
+        norm.bias = root(*b);
+        norm.out = nodes_[*add].outputs[0];
+        norm.nodes.insert(norm.nodes.end(), p.begin(), p.end());
+      }
+    }
+  }
+
+  // ReduceMean -> Sub -> Pow 2 | Mul -> ReduceMean -> Add eps -> Sqrt -> Div | Reciprocal.Mul
+  // -> [Mul weight] -> [Add bias].
+  void try_layer_norm_decomposed(size_t r1) {
+    Norm norm;
+    norm.x = root(nodes_[r1].inputs[0]);
+    if (!im_.has_shape(norm.x)) return;
+    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    const auto axes = kept_axes(r1, rank);
+    if (!axes || !im_.is_float_value(norm.x)) return;
+    norm.normalized = *axes;
+    norm.axes = *im_.reduce_axes(nodes_[r1]);
+    Nodes& path = norm.nodes;
+    path.push_back(r1);
+    const std::string mean = nodes_[r1].outputs[0];
+    const auto sub = sole_use(mean, "Sub", path);
+    if (!sub || root(nodes_[*sub].inputs[0]) != norm.x || root(nodes_[*sub].inputs[1]) != mean) return;
+    const std::string d = nodes_[*sub].outputs[0];
+    auto d_uses = uses(d, path);
+    if (!d_uses || d_uses->size() != 2) return;
+    std::optional<size_t> square;
+    for (size_t u : *d_uses) {
+      const auto& n = nodes_[u];
+      if (n.inputs.size() != 2) continue;
+      const bool pow2 = is(u, "Pow") && root(n.inputs[0]) == d && im_.scalar(root(n.inputs[1])) == 2.0;
+      const bool mul = is(u, "Mul") && root(n.inputs[0]) == d && root(n.inputs[1]) == d;
+      if (pow2 || mul) square = u;
+    }
+    if (!square) return;
+    path.push_back(*square);
+    const auto r2 = sole_use(nodes_[*square].outputs[0], "ReduceMean", path);
+    if (!r2 || kept_axes(*r2, rank) != norm.normalized) return;
+    const auto den = eps_sqrt(nodes_[*r2].outputs[0], path);
+    if (!den) return;
+    const auto div = divide(d, den->sqrt_out, path);
+    const size_t other_use = (*d_uses)[0] == *square ? (*d_uses)[1] : (*d_uses)[0];
+    if (!div) return;
+    // The division reads d directly, or through the Reciprocal's Mul.
+    if (*div != other_use) return;
+    norm.eps = den->eps;
+    norm.out = nodes_[*div].outputs[0];
+    affine_tail(norm);
+    add(std::move(norm), "LayerNormalization");
+  }
+
+  // Whether `v` is Sub(y, ReduceMean(y)): the rest of a LayerNorm spelling that did not
+  // match whole (a partial match), which is imported op by op, not as an RMSNorm of it.
+  bool centered_by_sub(const std::string& v) const {
+    const int s = im_.producer(v);
+    if (s < 0 || nodes_[s].op_type != "Sub" || nodes_[s].inputs.size() != 2) return false;
+    const int m = im_.producer(root(nodes_[s].inputs[1]));
+    return m >= 0 && nodes_[m].op_type == "ReduceMean" &&
+           root(nodes_[m].inputs[0]) == root(nodes_[s].inputs[0]);
+  }
+
+  // Pow 2 | Mul(x, x) -> ReduceMean -> Add eps -> Sqrt -> Div | Reciprocal.Mul -> [Mul weight]
+  // -> [Add bias].
+  void try_rms_norm_decomposed(size_t q) {
+    const auto& n = nodes_[q];
+    if (n.inputs.size() != 2) return;
+    Norm norm;
+    norm.op = Op::rms_norm;
+    norm.x = root(n.inputs[0]);
+    const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
+                                           : root(n.inputs[1]) == norm.x;
+    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x) || centered_by_sub(norm.x))
+      return;
+    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    Nodes& path = norm.nodes;
+    path.push_back(q);
+    const auto r = sole_use(n.outputs[0], "ReduceMean", path);
+    if (!r) return;
+    const auto axes = kept_axes(*r, rank);
+    if (!axes) return;
+    norm.normalized = *axes;
+    norm.axes = *im_.reduce_axes(nodes_[*r]);
+    const auto den = eps_sqrt(nodes_[*r].outputs[0], path);
+    if (!den) return;
+    const auto div = divide(norm.x, den->sqrt_out, path);
+    if (!div) return;
+    norm.eps = den->eps;
+    norm.out = nodes_[*div].outputs[0];
+    affine_tail(norm);
+    add(std::move(norm), "RMSNormalization");
+  }
+
+  // LayerNormalization (opset 17), RMSNormalization (opset 23), and ONNX Runtime's
+  // SimplifiedLayerNormalization: axis, epsilon, a constant scale (and bias). A norm whose
+  // Mean or InvStdDev output is read is not a plain norm: it stays one node (opaque).
+  void try_norm_op(size_t i) {
+    const auto& n = nodes_[i];
+    Norm norm;
+    norm.op = n.op_type == "LayerNormalization" ? Op::layer_norm : Op::rms_norm;
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (im_.used(n, k) && !(norm.op == Op::layer_norm && k <= 2)) return;
+    // LayerNormalization's Mean and InvStdDev, when read, are computed beside the norm from
+    // the same input: mean(x), and 1/sqrt(mean(center(x)^2) + eps) (which needs model.json's
+    // sqrt and reciprocal; without them the node stays whole, opaque).
+    if (im_.used(n, 1)) norm.mean_out = n.outputs[1];
+    if (im_.used(n, 2)) {
+      if (!op_from_name("sqrt") || !op_from_name("reciprocal")) return;
+      norm.inv_std_out = n.outputs[2];
+    }
+    if (norm.op == Op::rms_norm && n.inputs.size() > 2) return;  // no bias in an RMSNorm op
+    norm.x = n.inputs[0];
+    if (!im_.has_shape(norm.x)) return;
+    const std::vector<int64_t>& x = im_.shape(norm.x);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const int64_t axis = im_.attr_i(n, "axis", -1);
+    if (axis < -rank || axis >= rank || !im_.is_float_value(norm.x)) return;
+    for (int64_t a = axis; a < (axis < 0 ? 0 : rank); ++a) {
+      norm.axes.push_back(a);
+      norm.normalized.push_back(a < 0 ? a + rank : a);
+    }
+    norm.eps = im_.attr_f(n, "epsilon", 1e-5);
+    if (n.inputs.size() < 2 || !affine_fits(n.inputs[1], x, norm.normalized)) return;
+    norm.weight = n.inputs[1];
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      if (!affine_fits(n.inputs[2], x, norm.normalized)) return;
+      norm.bias = n.inputs[2];
+    }
+    norm.out = n.outputs[0];
+    norm.nodes = {i};
+    norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    add(std::move(norm), "");
+  }
+
+  // ONNX Runtime's SkipLayerNormalization: s = input + skip (+ bias), then a LayerNorm of s
+  // over the last axis; output 3 is s.
+  void try_skip_layer_norm(size_t i) {
+    const auto& n = nodes_[i];
+    if (im_.used(n, 1) || im_.used(n, 2) || n.inputs.size() < 3 || !im_.has_shape(n.inputs[0])) return;
+    const std::vector<int64_t>& x = im_.shape(n.inputs[0]);
+    const Axes last = {static_cast<int64_t>(x.size()) - 1};
+    if (!affine_fits(n.inputs[2], x, last)) return;
+    const bool has_beta = n.inputs.size() > 3 && !n.inputs[3].empty();
+    const bool has_bias = n.inputs.size() > 4 && !n.inputs[4].empty();
+    if ((has_beta && !affine_fits(n.inputs[3], x, last)) || (has_bias && !affine_fits(n.inputs[4], x, last)))
+      return;
+    const double eps = im_.attr_f(n, "epsilon", 1e-12);
+    const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+    im_.consume(i);
+    matches_[i] = [=, &n](Importer& im) {
+      std::string s = im.emit(im.named_node(name + ".sum", Op::add,
+                                            {im.value(n.inputs[0]), im.value(n.inputs[1])}));
+      if (has_bias)
+        s = im.emit(im.named_node(name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[4], {x.back()})}));
+      if (n.outputs.size() > 3 && !n.outputs[3].empty()) im.alias_lnv(n.outputs[3], s);
+      lnv::Node ln = im.named_node(name, Op::layer_norm, {s});
+      ln.axes = {-1};
+      ln.eps = eps;
+      ln.weight = im.param_as(n.inputs[2], {x.back()});
+      if (has_beta) ln.bias = im.param_as(n.inputs[3], {x.back()});
+      const std::string ln_name = ln.name;
+      im.emit_final(std::move(ln), n.outputs[0]);
+      im.record_norm(ln_name, {i});
+    };
+  }
+
+  // 0.5 * x * (1 + erf(x / sqrt(2))), with x * (1/sqrt(2)) for the division and the 0.5
+  // applied first, last or to x.
+  void try_gelu(size_t e) {
+    Nodes path;
+    const std::string u = root(nodes_[e].inputs[0]);
+    const int pu = im_.producer(u);
+    if (pu < 0 || im_.consumed(pu)) return;
+    std::string x;
+    const auto& un = nodes_[pu];
+    if (un.inputs.size() != 2) return;
+    const auto c = im_.scalar(root(un.inputs[1]));
+    if (!c) return;
+    if (un.op_type == "Div" && std::fabs(*c - std::sqrt(2.0)) < 1e-6) x = root(un.inputs[0]);
+    else if (un.op_type == "Mul" && std::fabs(*c - std::sqrt(0.5)) < 1e-6) x = root(un.inputs[0]);
+    else return;
+    path.push_back(pu);
+    Nodes p0;
+    const auto u_uses = uses(u, p0);
+    if (!u_uses || u_uses->size() != 1 || (*u_uses)[0] != e) return;
+    path.insert(path.end(), p0.begin(), p0.end());
+    path.push_back(e);
+    const auto one = sole_use(nodes_[e].outputs[0], "Add", path);
+    if (!one || constant_scalar(other(*one, nodes_[e].outputs[0])) != 1.0) return;
+    const std::string a = nodes_[*one].outputs[0];
+    const auto m1 = sole_use(a, "Mul", path);
+    if (!m1) return;
+    const auto f = other(*m1, a);
+    if (!f) return;
+    std::string out;
+    if (root(*f) == x) {  // x * (1 + erf) then * 0.5
+      const auto m2 = sole_use(nodes_[*m1].outputs[0], "Mul", path);
+      if (!m2 || constant_scalar(other(*m2, nodes_[*m1].outputs[0])) != 0.5) return;
+      out = nodes_[*m2].outputs[0];
+    } else if (constant_scalar(f) == 0.5) {  // (1 + erf) * 0.5 then * x
+      const auto m2 = sole_use(nodes_[*m1].outputs[0], "Mul", path);
+      if (!m2) return;
+      const auto o = other(*m2, nodes_[*m1].outputs[0]);
+      if (!o || root(*o) != x) return;
+      out = nodes_[*m2].outputs[0];
+    } else {  // (x * 0.5) * (1 + erf)
+      const int h = im_.producer(root(*f));
+      if (h < 0 || !is(h, "Mul") || constant_scalar(other(h, x)) != 0.5) return;
+      Nodes ph;
+      const auto hu = uses(root(*f), ph);
+      if (!hu || hu->size() != 1 || (*hu)[0] != *m1) return;
+      path.push_back(h);
+      path.insert(path.end(), ph.begin(), ph.end());
+      out = nodes_[*m1].outputs[0];
+    }
+    if (!im_.is_float_value(x)) return;
+    for (size_t k : path) im_.consume(k);
+    const std::string name = common_path(path, "Gelu");
+    matches_[*std::max_element(path.begin(), path.end())] = [=](Importer& im) {
+      im.emit_final(im.named_node(name, Op::gelu, {im.value(x)}), out);
+    };
+  }
+
+  // The nodes' common path ("/h.0/ln_1/") + `kind`; the first node's name without one.
+  std::string common_path(const Nodes& path, const std::string& kind) const {
+    std::string prefix;
+    bool first = true;
+    for (size_t i : path) {
+      const std::string& name = nodes_[i].name;
+      const std::string dir = name.substr(0, name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+      if (first) prefix = dir;
+      first = false;
+      size_t k = 0;
+      while (k < prefix.size() && k < dir.size() && prefix[k] == dir[k]) ++k;
+      prefix = prefix.substr(0, k);
+    }
+    prefix = prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
+    if (!prefix.empty()) return prefix + kind;
+    const auto& n = nodes_[*std::min_element(path.begin(), path.end())];
+    return n.name.empty() ? n.outputs[0] : n.name;
+  }
+
+  // Mean = mean(x) and InvStdDev = 1 / sqrt(mean(center(x)^2) + eps) over the norm's axes,
+  // kept (LayerNormalization's outputs 1 and 2).
+  static void statistics(Importer& im, const Norm& norm) {
+    const std::string x = im.value(norm.x);
+    auto reduce = [&](const std::string& want, const std::string& in) {
+      lnv::Node m = im.named_node(want, Op::mean, {in});
+      m.axes = norm.axes;
+      m.keepdims = true;
+      return m;
+    };
+    if (!norm.mean_out.empty()) im.emit_final(reduce(norm.name + ".Mean", x), norm.mean_out);
+    if (norm.inv_std_out.empty()) return;
+    lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
+    c.axes = norm.axes;
+    const std::string centered = im.emit(std::move(c));
+    const std::string sq = im.emit(im.named_node(norm.name + ".square", Op::mul, {centered, centered}));
+    const std::string var = im.emit(reduce(norm.name + ".var", sq));
+    const std::string ve = im.emit(im.named_node(norm.name + ".var_eps", Op::add,
+                                                 {var, im.new_param(norm.name + ".eps", {}, {norm.eps})}));
+    const std::string s = im.emit(im.named_node(norm.name + ".std", *op_from_name("sqrt"), {ve}));
+    im.emit_final(im.named_node(norm.name + ".InvStdDev", *op_from_name("reciprocal"), {s}),
+                  norm.inv_std_out);
+  }
+
+  void add(Norm norm, const std::string& kind) {
+    for (size_t k : norm.nodes) im_.consume(k);
+    if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
+    const size_t last = *std::max_element(norm.nodes.begin(), norm.nodes.end());
+    matches_[last] = [norm = std::move(norm)](Importer& im) {
+      lnv::Node ln = im.named_node(norm.name, norm.op, {im.value(norm.x)});
+      ln.axes = norm.axes;
+      ln.eps = norm.eps;
+      const std::vector<int64_t>& x = im.shape(norm.x);
+      const Shape over(x.end() - static_cast<int64_t>(norm.normalized.size()), x.end());
+      if (!norm.weight.empty()) ln.weight = im.param_as(norm.weight, over);
+      if (!norm.bias.empty()) ln.bias = im.param_as(norm.bias, over);
+      const std::string name = ln.name;
+      im.emit_final(std::move(ln), norm.out);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm);
+      Nodes sorted = norm.nodes;
+      std::sort(sorted.begin(), sorted.end());
+      im.record_norm(name, sorted);
+    };
+  }
+
+  Importer& im_;
+  const std::vector<onnx_import::Node>& nodes_;
+  std::map<size_t, std::function<void(Importer&)>> matches_;
+};
+
+}  // namespace
+
+std::map<size_t, std::function<void(Importer&)>> match_patterns(Importer& im) {
+  return Matcher(im).run();
+}
+
+}  // namespace lnv::onnx_import

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# ONNX models on the command line: every command takes MODEL.onnx with --dim NAME=VALUE,
+# `import` writes model.json, and bad ONNX input or dims exit 2 naming what is wrong.
+#   bash tests/cli_onnx.sh PATH/TO/lnverify
+set -uo pipefail
+source "$(dirname "$0")/cli_lib.sh" "$1"
+M="$ROOT/tests/data/onnx/mlp_tiny_opset14.onnx"   # the LayerNorms decomposed (opset 14)
+M17="$ROOT/tests/data/onnx/mlp_tiny_opset17.onnx" # LayerNormalization nodes
+
+# --- every command on an .onnx file ------------------------------------------------------
+run "audit x.onnx" 0 "$LNV" audit "$M" --dim batch=2
+has "audit: both LayerNorms fold, named by their ONNX path" "^/ln_2/LayerNormalization +yes +yes"
+has "audit: the count" "2 of 2 LayerNorms foldable"
+run "plain lnverify x.onnx is an audit" 0 "$LNV" "$M17" --dim batch=2
+has "plain: the LayerNormalization node's name" "^/ln_1/LayerNormalization +yes"
+run "audit --json -" 0 "$LNV" audit "$M" --dim batch=2 --json -
+has "audit --json: the norm" '"name": "/ln_1/LayerNormalization"'
+run "check x.onnx proves the folds" 0 "$LNV" check "$M" --dim batch=2
+has "check: holds" "result: holds \(3 hold, 0 fail, 0 inconclusive\)"
+run "eval x.onnx" 0 "$LNV" eval "$M17" --dim batch=1
+has "eval: the output, with the batch bound" "output /ln_2/LayerNormalization \[1, 3, 8\]"
+run "fold x.onnx -o y.json" 0 "$LNV" fold "$M" --dim batch=2 -o "$T/folded.json"
+has "fold: both folded" "2 LayerNorms -> RMSNorm"
+run "audit of the folded model.json" 0 "$LNV" audit "$T/folded.json"
+has "folded: no LayerNorm left" "0 of 0 LayerNorms"
+
+# --- import ------------------------------------------------------------------------------
+run "import x.onnx -o y.json" 0 "$LNV" import "$M" --dim batch=2 -o "$T/m.json"
+has "import: what it wrote" "wrote .*m.json: 1 input, 10 params, 10 nodes \(2 norms\)"
+if grep -q '"/ln_1/Sqrt"' "$T/m.json"; then ok "import: meta.onnx.norms lists the ONNX nodes"; else bad "import: meta.onnx.norms"; fi
+run "audit of the imported model.json" 0 "$LNV" audit "$T/m.json"
+has "imported: the same verdicts" "2 of 2 LayerNorms foldable"
+cp "$M" "$T/in.onnx"
+run "import refuses to overwrite its input" 2 "$LNV" import "$T/in.onnx" --dim batch=2 -o "$T/in.onnx"
+has "import over its input: says why" "refusing to overwrite the input model"
+if cmp -s "$T/in.onnx" "$M"; then ok "import over its input: input untouched"; else bad "input changed"; fi
+cp "$M" "$T/noext"
+run "ONNX bytes under another name (magic)" 0 "$LNV" audit "$T/noext" --dim batch=2
+
+# --- ops lnverify does not model: opaque, named ------------------------------------------
+G="$ROOT/tests/data/onnx/gpt2_tiny_opset17.onnx"
+run "audit of an export with opaque ops" 0 "$LNV" audit "$G" --dim batch=2 --dim seq=8
+has "audit: lists the opaque ops as the file names them" "opaque ops .*/h.0/attn/Split:0 \(Split\).*/h.0/attn/Where \(Where\)"
+has "audit: GPT-2's pre-norm LayerNorms all fold" "5 of 5 LayerNorms foldable"
+run "eval needing an opaque op" 2 "$LNV" eval "$G" --dim batch=2 --dim seq=8
+has "eval: names the op" "cannot evaluate op 'Split'"
+run "check needing an opaque op is inconclusive" 3 "$LNV" check "$G" --dim batch=2 --dim seq=8
+has "check: names the op" "inconclusive: node '/h.0/attn/Split:0': cannot evaluate op 'Split'"
+
+# --- dims ----------------------------------------------------------------------------------
+run "unbound symbolic dim" 2 "$LNV" audit "$M"
+has "unbound: names the dim and the input" "input 'x': dim 0 is the symbol 'batch', which is not bound"
+run "unknown --dim name" 2 "$LNV" audit "$M" --dim batch=2 --dim seq=4
+has "unknown: names it and the known ones" "--dim seq: no graph input has a dim named 'seq' \(its symbolic dims: batch\)"
+run "malformed --dim" 2 "$LNV" audit "$M" --dim batch=two
+has "malformed: says what is expected" "expected NAME=VALUE"
+run "--dim 0" 2 "$LNV" audit "$M" --dim batch=0
+run "--dim twice" 2 "$LNV" audit "$M" --dim batch=2 --dim batch=3
+has "twice: says so" "bound twice"
+run "--dim on a model.json" 2 "$LNV" audit "$T/m.json" --dim batch=2
+has "--dim on model.json: says why" "this is a model.json"
+
+# --- bad ONNX files ----------------------------------------------------------------------
+head -c 1000 "$M" > "$T/trunc.onnx"
+run "truncated .onnx" 2 "$LNV" audit "$T/trunc.onnx" --dim batch=2
+has "truncated: says so" "not an ONNX model"
+run "import of a truncated file writes nothing" 2 "$LNV" import "$T/trunc.onnx" --dim batch=2 -o "$T/t.json"
+absent "truncated import: no output" "$T/t.json"
+printf 'not onnx at all' > "$T/junk.onnx"
+run "non-ONNX bytes" 2 "$LNV" check "$T/junk.onnx"
+run "missing file" 2 "$LNV" audit "$T/nonexistent.onnx"
+
+finish
