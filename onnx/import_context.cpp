@@ -274,14 +274,14 @@ lnv::Graph Importer::finish() {
   nlohmann::json opsets = nlohmann::json::object();
   for (const OpsetImport& o : m_.opset_imports) opsets[o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
   g_.name = m_.graph.name;
-  g_.meta = {{"onnx",
+  g_.meta = nlohmann::json{{"onnx",
               {{"file", m_.path.filename().string()},
                {"producer", m_.producer_name + (m_.producer_version.empty() ? "" : " " + m_.producer_version)},
                {"opsets", opsets},
                {"outputs", outputs},
                {"renamed", renamed_},
                {"norms", norms_},
-               {"opaque", opaque_}}}};
+               {"opaque", opaque_}}}}.dump();
   try {
     g_.finalize();
   } catch (const ModelError& e) {

@@ -1,6 +1,7 @@
 // Sizes refused up front: `init` params that together exceed memory (with the total), and
 // in-memory JSON values nested deeper than a file may be.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 

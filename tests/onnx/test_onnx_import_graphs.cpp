@@ -2,6 +2,7 @@
 // spellings exporters use (docs/onnx.md, "Norms"), evaluated in double against the norm's
 // formula; partial matches that must not become norms; names kept, sanitized and unique.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/model_json.h"
 #include "core/eval/evaluator.h"
 #include "onnx/constant_fold.h"
 #include "onnx/import.h"
@@ -190,8 +192,8 @@ void expect_norm(const Builder& b, lnv::Op op, size_t nodes, bool affine, double
       EXPECT_EQ(n.eps, eps);
       EXPECT_EQ(n.weight.empty(), !affine);
       EXPECT_EQ(n.bias.empty(), !(affine && bias));
-      ASSERT_TRUE(g.meta["onnx"]["norms"].contains(n.name)) << g.meta.dump();
-      EXPECT_EQ(g.meta["onnx"]["norms"][n.name].size(), nodes) << g.meta.dump();
+      ASSERT_TRUE(parse_meta(g)["onnx"]["norms"].contains(n.name)) << g.meta;
+      EXPECT_EQ(parse_meta(g)["onnx"]["norms"][n.name].size(), nodes) << g.meta;
     }
   EXPECT_EQ(norms, 1);
   EXPECT_EQ(g.nodes.size(), 1u) << "every node of the spelling is replaced";
@@ -308,7 +310,7 @@ TEST(OnnxImportNorms, SkipLayerNormalizationIsAnAddAndALayerNorm) {
   ASSERT_EQ(g.nodes.size(), 2u);
   EXPECT_EQ(g.nodes[0].op, lnv::Op::add);
   EXPECT_EQ(g.nodes[1].op, lnv::Op::layer_norm);
-  EXPECT_EQ(g.meta["onnx"]["norms"]["/sln"], nlohmann::json::array({"/sln"}));
+  EXPECT_EQ(parse_meta(g)["onnx"]["norms"]["/sln"], nlohmann::json::array({"/sln"}));
 }
 
 TEST(OnnxImportNorms, GeluErfSpellings) {
@@ -446,11 +448,11 @@ TEST(OnnxImportNames, KeptSanitizedAndUnique) {
   EXPECT_EQ(g.nodes[0].name, "proj_out");
   EXPECT_EQ(g.nodes[1].name, "proj_out.2");
   EXPECT_EQ(g.nodes[2].name, "t_1") << "an unnamed node takes its output's name";
-  const auto& renamed = g.meta["onnx"]["renamed"];
+  const nlohmann::json renamed = parse_meta(g)["onnx"]["renamed"];
   EXPECT_EQ(renamed["w_b"], "w b");
   EXPECT_EQ(renamed["proj_out.2"], "proj out");
   EXPECT_EQ(renamed["t_1"], "t#1");
-  EXPECT_EQ(g.meta["onnx"]["outputs"]["t#1"], "t_1");
+  EXPECT_EQ(parse_meta(g)["onnx"]["outputs"]["t#1"], "t_1");
 }
 
 TEST(OnnxImportNames, AnOpNotModelledIsOpaqueNamedAsTheFileSpellsIt) {
@@ -462,8 +464,8 @@ TEST(OnnxImportNames, AnOpNotModelledIsOpaqueNamedAsTheFileSpellsIt) {
   EXPECT_EQ(g.nodes[0].op, lnv::Op::opaque);
   EXPECT_EQ(g.nodes[0].op_type, "Sin");
   EXPECT_EQ(g.nodes[0].shape, (lnv::Shape{kRows, kD}));
-  EXPECT_EQ(g.meta["onnx"]["renamed"]["my_node_"], "my node!");
-  EXPECT_EQ(g.meta["onnx"]["opaque"]["my_node_"], "no mapping of this op");
+  EXPECT_EQ(parse_meta(g)["onnx"]["renamed"]["my_node_"], "my node!");
+  EXPECT_EQ(parse_meta(g)["onnx"]["opaque"]["my_node_"], "no mapping of this op");
   lnv::Tensor<double> x({kRows, kD}, input_values());
   try {
     lnv::eval::evaluate<double>(g, {x}, lnv::eval::RunOptions{});
