@@ -34,6 +34,8 @@ cp "$M" "$T/in.onnx"
 run "import refuses to overwrite its input" 2 "$LNV" import "$T/in.onnx" --dim batch=2 -o "$T/in.onnx"
 has "import over its input: says why" "refusing to overwrite the input model"
 if cmp -s "$T/in.onnx" "$M"; then ok "import over its input: input untouched"; else bad "input changed"; fi
+run "import of a model.json" 2 "$LNV" import "$T/m.json" -o "$T/m2.json"
+has "import of a model.json: says why" "import reads an ONNX model"
 cp "$M" "$T/noext"
 run "ONNX bytes under another name (magic)" 0 "$LNV" audit "$T/noext" --dim batch=2
 
