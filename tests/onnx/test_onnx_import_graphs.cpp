@@ -433,6 +433,27 @@ TEST(OnnxImportNorms, WeightOfAnotherShapeStaysAMul) {
   EXPECT_FALSE(im.consumed(7)) << "the Mul by a [rows, D] tensor is not the norm's weight";
 }
 
+// Before opset 13 Softmax normalizes over the flattened axes from `axis` on.
+TEST(OnnxImportOps, SoftmaxBeforeOpset13FlattensFromItsAxis) {
+  Builder b(11);
+  b.m.graph.inputs.clear();
+  b.input("x", {2, 3, 4});
+  Builder::integer(b.node("/sm", "Softmax", {"x"}, {"y"}), "axis", 1);
+  b.output("y", {2, 3, 4});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 3u);  // reshape [2, 12], softmax, reshape back
+  std::vector<double> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * i) * 3;
+  const auto ev = lnv::eval::evaluate<double>(g, {lnv::Tensor<double>({2, 3, 4}, x)}, lnv::eval::RunOptions{});
+  for (int r = 0; r < 2; ++r) {
+    double max = -1e300, sum = 0;
+    for (int k = 0; k < 12; ++k) max = std::max(max, x[r * 12 + k]);
+    for (int k = 0; k < 12; ++k) sum += std::exp(x[r * 12 + k] - max);
+    for (int k = 0; k < 12; ++k)
+      EXPECT_NEAR(ev.outputs[0].data[r * 12 + k], std::exp(x[r * 12 + k] - max) / sum, 1e-15);
+  }
+}
+
 TEST(OnnxImportNames, KeptSanitizedAndUnique) {
   Builder b;
   b.init("w b", {kD, kD}, std::vector<double>(kD * kD, 0.5));
