@@ -189,8 +189,8 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !im.is_constant(n.inputs[2]))
     return im.opaque(i, "a bias that is not a constant");
   const std::vector<int64_t> w = im.shape(n.inputs[1]);
+  if (w.size() != 3 && w.size() != 4) return im.opaque(i, "not a 1-D or 2-D convolution");
   const size_t s = w.size() - 2;
-  if (s != 1 && s != 2) return im.opaque(i, std::to_string(s) + " spatial axes");
   const std::vector<int64_t> kernel(w.begin() + 2, w.end());
   const auto strides = im.attr_ints(n, "strides", std::vector<int64_t>(s, 1));
   const auto dilations = im.attr_ints(n, "dilations", std::vector<int64_t>(s, 1));
