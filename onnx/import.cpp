@@ -98,11 +98,28 @@ void map_neg(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(s), n.outputs[0]);
 }
 
+// numpy.matmul; a 1-D operand is a row (a) or a column (b), reshaped, and the product
+// reshaped to the output's shape.
 void map_matmul(Importer& im, const onnx_import::Node& n, size_t i) {
-  if (im.shape(n.inputs[0]).size() < 2 || im.shape(n.inputs[1]).size() < 2)
-    return im.opaque(i, "a 1-D operand");
-  im.emit_final(im.node(n, i, Op::matmul, {im.value(n.inputs[0]), im.value(n.inputs[1])}),
-                n.outputs[0]);
+  const auto& a = im.shape(n.inputs[0]);
+  const auto& b = im.shape(n.inputs[1]);
+  if (a.empty() || b.empty()) return im.opaque(i, "a scalar operand");
+  if (a.size() >= 2 && b.size() >= 2)
+    return im.emit_final(im.node(n, i, Op::matmul, {im.value(n.inputs[0]), im.value(n.inputs[1])}),
+                         n.outputs[0]);
+  auto as_matrix = [&](const std::string& v, Shape shape, const char* suffix) {
+    if (im.shape(v).size() >= 2) return im.value(v);
+    if (im.is_constant(v)) return im.param_as(v, shape);
+    Node r = im.node(n, i, Op::reshape, {im.value(v)}, suffix);
+    r.shape = std::move(shape);
+    return im.emit(std::move(r));
+  };
+  const std::string a2 = as_matrix(n.inputs[0], {1, a[0]}, "row");
+  const std::string b2 = as_matrix(n.inputs[1], {b[0], 1}, "column");
+  const std::string p = im.emit(im.node(n, i, Op::matmul, {a2, b2}, "product"));
+  Node r = im.node(n, i, Op::reshape, {p});
+  r.shape = im.shape(n.outputs[0]);
+  im.emit_final(std::move(r), n.outputs[0]);
 }
 
 // Y = alpha * A' B' + beta * C.

@@ -454,6 +454,24 @@ TEST(OnnxImportOps, SoftmaxBeforeOpset13FlattensFromItsAxis) {
   }
 }
 
+TEST(OnnxImportOps, MatMulWithA1DOperand) {
+  Builder b;
+  std::vector<double> v(kD);
+  for (int64_t k = 0; k < kD; ++k) v[k] = 0.5 - 0.25 * k;
+  b.init("v", {kD}, v);
+  b.node("/mv", "MatMul", {"x", "v"}, {"y"});
+  b.output("y", {kRows});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  lnv::Tensor<double> x({kRows, kD}, input_values());
+  const auto ev = lnv::eval::evaluate<double>(g, {x}, lnv::eval::RunOptions{});
+  ASSERT_EQ(ev.outputs[0].shape, (lnv::Shape{kRows}));
+  for (int64_t r = 0; r < kRows; ++r) {
+    double want = 0;
+    for (int64_t k = 0; k < kD; ++k) want += x.data[r * kD + k] * v[k];
+    EXPECT_NEAR(ev.outputs[0].data[r], want, 1e-12);
+  }
+}
+
 TEST(OnnxImportNames, KeptSanitizedAndUnique) {
   Builder b;
   b.init("w b", {kD, kD}, std::vector<double>(kD * kD, 0.5));
