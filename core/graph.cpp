@@ -208,6 +208,47 @@ const Shape& Graph::shape_of(const ValueRef& r) const {
   throw InternalError("bad ValueRef kind");
 }
 
+std::vector<SliceAxis> slice_layout(const Node& n, const Shape& in, const std::string& where) {
+  const int64_t R = static_cast<int64_t>(in.size());
+  std::vector<SliceAxis> out(in.size());
+  for (int64_t a = 0; a < R; ++a) out[a] = {0, 1, in[a]};
+  const size_t k = n.axes.size();
+  if (k == 0) throw ModelError(where + "/axes", "expected at least one axis");
+  if (n.starts.size() != k || n.ends.size() != k || (!n.steps.empty() && n.steps.size() != k))
+    throw ModelError(where + "/starts", "expected starts, ends (and steps, when given) with one "
+                                        "entry per axis of axes (" + std::to_string(k) + ")");
+  std::vector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t a = normalize_axis(n.axes[i], R, where + "/axes");
+    if (seen[a]) throw ModelError(where + "/axes", "axis " + std::to_string(n.axes[i]) + " is repeated");
+    seen[a] = true;
+    const int64_t d = in[a];
+    int64_t step = n.steps.empty() ? 1 : n.steps[i];
+    if (step == 0) throw ModelError(where + "/steps", "expected a nonzero step");
+    // A step longer than the axis takes at most one index, as a step of d does.
+    step = std::clamp<int64_t>(step, -d, d);
+    // Negative indices count from the end (without overflow: below -d is before the start).
+    auto from_end = [d](int64_t v) { return v >= 0 ? v : (v < -d ? -1 : v + d); };
+    int64_t s = from_end(n.starts[i]), e = from_end(n.ends[i]);
+    int64_t count = 0;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      count = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      count = s > e ? (s - e - step - 1) / -step : 0;
+    }
+    if (count == 0)
+      throw ModelError(where + "/starts", "the slice takes no element of axis " +
+                                              std::to_string(n.axes[i]) + " (size " +
+                                              std::to_string(d) + ")");
+    out[a] = {s, step, count};
+  }
+  return out;
+}
+
 int64_t cbwc_attr_axis(Op op, const std::string& attr) {
   switch (op) {
     case Op::linear:
@@ -222,7 +263,7 @@ int64_t cbwc_attr_axis(Op op, const std::string& attr) {
     case Op::silu: case Op::exp: case Op::sqrt: case Op::reciprocal: case Op::erf:
     case Op::hard_sigmoid: case Op::hard_swish: case Op::clip:
     case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: return -1;
   }
   return -1;

@@ -95,6 +95,8 @@ struct Node {
   double max = std::numeric_limits<double>::infinity();
   int64_t axis = 0;       // softmax, concat (as written, may be negative)
   std::vector<int64_t> perm;  // transpose
+  // slice (with `axes`): ONNX Slice's starts, ends and steps (empty steps: all 1)
+  std::vector<int64_t> starts, ends, steps;
   Shape shape;                // reshape target (one entry may be -1); opaque: its output shape
   // conv: one entry (applies to every spatial axis) or one per spatial axis.
   std::vector<int64_t> stride{1}, padding{0}, dilation{1};
@@ -171,6 +173,18 @@ struct MatmulCentering {
   int64_t axis = -1;
 };
 MatmulCentering cbwc_matmul_operand(const Graph& g, int32_t node);
+
+// A slice (ONNX semantics) per input axis: the first index taken, the step between taken
+// indices and how many are taken. An axis the slice does not name takes all of it.
+struct SliceAxis {
+  int64_t start = 0, step = 1, count = 0;
+  bool whole(int64_t dim) const { return start == 0 && step == 1 && count == dim; }
+};
+// The layout of slice node `n` on an input of shape `in`: negative starts and ends count
+// from the end, then starts and ends are clamped to the axis (ONNX Slice). Throws
+// ModelError at `where` for mismatched lists, a repeated axis, a zero step or a slice
+// that takes no element.
+std::vector<SliceAxis> slice_layout(const Node& n, const Shape& in, const std::string& where);
 
 // Effective value of a param: its values, centered over `center_axes` when set.
 std::vector<double> effective_values(const Param& p);

@@ -40,7 +40,7 @@ enum class OpFamily : uint8_t {
                        // reciprocal, erf, hard_sigmoid, hard_swish, clip
   softmax,
   reduction,           // mean, max over axes
-  shape_op,            // transpose, reshape: moves elements, computes nothing
+  shape_op,            // transpose, reshape, slice: moves elements, computes nothing
   concat,
   center,              // x - mean(x) over axes
   norm,                // layer_norm, rms_norm

@@ -88,6 +88,11 @@ class Rules {
       case Op::max: return reduce();
       case Op::transpose: return transpose();
       case Op::reshape: return reshape();
+      case Op::slice: {
+        Shape out;
+        for (const SliceAxis& s : slice_layout(n_, in_[0], where_)) out.push_back(s.count);
+        return out;
+      }
       case Op::concat: return concat();
       case Op::center:
         axes_of(in_[0]);

@@ -418,7 +418,7 @@ class Builder {
         else std::reverse(perm.begin(), perm.end());
         return transpose(v, perm);
       }
-      case 14: return reshape_keep(v, c);
+      case 14: return c[1] % 3 == 2 ? slice(v, c) : reshape_keep(v, c);
       case 15: return reshape_break(v, c);
       default: return reshape_split_features(v, c);
     }
@@ -496,6 +496,25 @@ class Builder {
 
   // Merges the two leading axes (a block boundary the features do not cross) or adds a
   // unit axis in front.
+  // A slice along one axis of at least 2 elements (a feature axis or another): from 1 to
+  // the end, every second from 0, or all but the last; never the whole axis.
+  Value slice(const Value& v, Choices c) {
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < v.rank(); ++a)
+      if (v.shape[a] >= 2) axes.push_back(a);
+    if (axes.empty()) return reshape_keep(v, c);
+    const int64_t axis = axes[c[2] % axes.size()];
+    const int64_t d = v.shape[axis];
+    Node n = node(Op::slice, {v.name});
+    n.axes = {c[3] & 1 ? axis : axis - v.rank()};
+    switch (c[3] % 3) {
+      case 0: n.starts = {1}, n.ends = {std::numeric_limits<int64_t>::max()}; break;
+      case 1: n.starts = {0}, n.ends = {d}, n.steps = {2}; break;
+      default: n.starts = {-d}, n.ends = {-1}; break;
+    }
+    return emit(std::move(n), v.feat);
+  }
+
   Value reshape_keep(const Value& v, Choices c) {
     const Axes f = features_of(v);
     if (v.rank() >= 3 && f.front() >= 2 && (c[1] & 1)) {

@@ -1030,6 +1030,61 @@ TEST(AnalysisRules, ImportedUnaryOpsOfAStructuralZero) {
   }
 }
 
+// A slice along the tokens passes the features' mean (ln_tok folds, fc centered, its
+// shift constant along the features through the slice); along the features it keeps
+// part of them, whose mean centering fc does not zero (ln_feat: no, naming the slice);
+// a slice of x does not cancel x (ln_diff keeps sl - x); ln_same: sl - sl cancels.
+TEST(AnalysisRules, SliceOnOtherAxesPassesMeansAndShifts) {
+  GraphBuilder b = linear_start();
+  Node& t = b.node("tok", Op::slice, {"fc"});
+  t.axes = {1}, t.starts = {1}, t.ends = {3};
+  layer_norm(b, "ln_tok", "tok");
+  Node& f = b.node("feat", Op::slice, {"fc"});
+  f.axes = {-1}, f.starts = {0}, f.ends = {4};
+  layer_norm(b, "ln_feat", "feat");
+  b.param("w2", {8, 8});
+  b.node("fc2", Op::linear, {"x"}).weight = "w2";
+  Node& t2 = b.node("tok2", Op::slice, {"fc2"});
+  t2.axes = {1}, t2.starts = {0}, t2.ends = {3}, t2.steps = {2};  // tokens 0, 2 of 3
+  Node& t3 = b.node("tok3", Op::slice, {"fc2"});
+  t3.axes = {1}, t3.starts = {0}, t3.ends = {2};  // tokens 0, 1
+  b.node("d", Op::sub, {"tok2", "tok3"});
+  layer_norm(b, "ln_diff", "d");
+  const FoldPlan plan = detect_foldable(b.build({"ln_tok", "ln_feat", "ln_diff"}), Mode::inference);
+  const LnVerdict tok = verdict(plan, "ln_tok");
+  EXPECT_TRUE(tok.foldable[0]) << tok.reason[0];
+  EXPECT_TRUE(has_producer(tok, "fc"));
+  const LnVerdict feat = verdict(plan, "ln_feat");
+  EXPECT_FALSE(feat.foldable[0]);
+  EXPECT_TRUE(mentions(feat.reason[0], "feat")) << feat.reason[0];
+  EXPECT_TRUE(verdict(plan, "ln_diff").foldable[0]) << verdict(plan, "ln_diff").reason[0];
+  EXPECT_TRUE(has_producer(verdict(plan, "ln_diff"), "fc2"));
+}
+
+// A shift constant along the features, sliced along the features, is still constant
+// along them: ln2 absorbs fc's shift after a feature slice, so ln1 folds. A slice of a
+// centered value along the centered axis is no longer zero-mean (ln3 of center(fc) sliced).
+TEST(AnalysisRules, SliceKeepsConstantAxesButNotZeroMeans) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln1", "fc");
+  Node& f = b.node("feat", Op::slice, {"fc"});
+  f.axes = {2}, f.starts = {2}, f.ends = {7};
+  layer_norm(b, "ln2", "feat");
+  b.node("c", Op::center, {"x"}).axes = {-1};
+  Node& cs = b.node("cs", Op::slice, {"c"});
+  cs.axes = {-1}, cs.starts = {1}, cs.ends = {8};
+  layer_norm(b, "ln3", "cs");
+  Node& ts = b.node("ts", Op::slice, {"c"});
+  ts.axes = {1}, ts.starts = {1}, ts.ends = {3};
+  layer_norm(b, "ln4", "ts");
+  const FoldPlan plan = detect_foldable(b.build({"ln1", "ln2", "ln3", "ln4"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln1").foldable[0]) << verdict(plan, "ln1").reason[0];
+  EXPECT_FALSE(verdict(plan, "ln2").foldable[0]);
+  EXPECT_FALSE(verdict(plan, "ln3").foldable[0]);
+  EXPECT_TRUE(mentions(verdict(plan, "ln3").reason[0], "cs")) << verdict(plan, "ln3").reason[0];
+  EXPECT_TRUE(verdict(plan, "ln4").foldable[0]) << verdict(plan, "ln4").reason[0];
+}
+
 // An opaque op (imported, not modelled): its output is an opaque atom (ln_after), a
 // deviation reaching it breaks (ln_beside: fc2's shift reaches `side`, a graph output
 // through an unknown op), and it reads an LN's output like any consumer (ln_before folds:

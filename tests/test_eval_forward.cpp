@@ -452,6 +452,20 @@ TEST(EvalForward, DomainErrorsNameTheNode) {
   EXPECT_EQ(error(0.0, Op::sqrt, 0.0, false), "");  // sqrt(0) = 0 is a value
 }
 
+// x = [[0..4], [5..9], [10..14]]: rows 1.. and columns 4, 2, 0 (step -2 from the last).
+TEST(EvalForward, SliceHandWorked) {
+  GraphBuilder b;
+  b.input("x", {3, 5});
+  Node& n = b.node("y", Op::slice, {"x"});
+  n.axes = {0, 1}, n.starts = {1, -1}, n.ends = {std::numeric_limits<int64_t>::max(), -100};
+  n.steps = {1, -2};
+  Vec x(15);
+  std::iota(x.begin(), x.end(), 0.0);
+  const auto ev = run(b.build({"y"}), {Tensor<double>({3, 5}, x)});
+  EXPECT_EQ(out(ev).shape, (Shape{2, 3}));
+  expect_near(out(ev).data, {9, 7, 5, 14, 12, 10});
+}
+
 // An opaque op (imported, not modelled) is refused in every precision, with the node and
 // its op_type named; a gradient needs a forward evaluation first, so it is refused too.
 TEST(EvalForward, OpaqueIsRefusedNamingNodeAndOpType) {

@@ -309,6 +309,18 @@ TEST(EvalGradients, TransposeReshapeConcat) {
 
 // ---------------------------------------------------------------- norms, centering
 
+TEST(EvalGradients, SliceScattersBack) {
+  GraphBuilder b;
+  b.input("x", {2, 5, 4});
+  Node& s = b.node("s", Op::slice, {"x"});
+  s.axes = {1, 2}, s.starts = {4, 1}, s.ends = {-100, 3}, s.steps = {-2, 1};
+  b.node("t", Op::tanh, {"s"});
+  Node& s2 = b.node("u", Op::slice, {"x"});  // overlapping: both cotangents add up
+  s2.axes = {1, -1}, s2.starts = {1, 0}, s2.ends = {4, 2};
+  b.node("v", Op::mul, {"t", "u"});
+  check_gradients(b.build({"v"}));
+}
+
 TEST(EvalGradients, CenterOverAxes) {
   GraphBuilder b;
   b.input("x", {2, 3, 4});

@@ -415,6 +415,30 @@ TEST(ShapeInfer, ClipNeedsOrderedBoundsAndAtLeastOne) {
   EXPECT_NODE_ERROR(b.error("c"), "node 'c'", "at least one bound");
 }
 
+TEST(ShapeInfer, SliceClampsAsOnnx) {
+  Builder b;
+  b.input("x", {4, 6, 5});
+  Node& n = b.node("s", Op::slice, {"x"});
+  n.axes = {1, -1}, n.starts = {-4, 0}, n.ends = {std::numeric_limits<int64_t>::max(), 5};
+  n.steps = {1, 2};
+  EXPECT_EQ(b.shape("s"), (Shape{4, 4, 3}));  // [2, 6) of 6; 0, 2, 4 of 5
+  auto& s = b.g.nodes[0];
+  s.axes = {0}, s.starts = {-1}, s.ends = {std::numeric_limits<int64_t>::min()}, s.steps = {-1};
+  EXPECT_EQ(b.shape("s"), (Shape{4, 6, 5}));  // reversed
+  s.starts = {100}, s.ends = {-100}, s.steps = {-3};
+  EXPECT_EQ(b.shape("s"), (Shape{2, 6, 5}));  // 3, 0
+  s.steps = {0};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/steps", "nonzero");
+  s.steps = {1}, s.starts = {3}, s.ends = {3};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/starts", "no element");
+  s.starts = {0, 1};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/starts", "one entry per axis");
+  s.axes = {0, -3}, s.starts = {0, 0}, s.ends = {1, 1}, s.steps = {};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/axes", "repeated");
+  s.axes = {3}, s.starts = {0}, s.ends = {1};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/axes", "3");
+}
+
 TEST(ShapeInfer, Concat) {
   Builder b;
   b.input("x", {2, 3, 4}).input("y", {2, 5, 4}).param("z", {2, 1, 4});

@@ -498,6 +498,18 @@ struct Engine::Impl {
         return in(i, 0).permute(perm);
       }
       case Op::reshape: return in(i, 0).reshape(g->node_shapes[i]);
+      case Op::slice: {
+        const std::vector<SliceAxis> l =
+            slice_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
+        at::Tensor y = in(i, 0);
+        for (size_t a = 0; a < l.size(); ++a) {
+          if (l[a].whole(y.size(int64_t(a)))) continue;
+          const at::Tensor idx =
+              at::arange(l[a].count, at::TensorOptions().dtype(at::kLong)) * l[a].step + l[a].start;
+          y = y.index_select(int64_t(a), idx);
+        }
+        return y;
+      }
       case Op::concat: {
         std::vector<at::Tensor> parts;
         for (size_t k = 0; k < n.inputs.size(); ++k) parts.push_back(in(i, k));

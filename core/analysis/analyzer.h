@@ -81,6 +81,7 @@ enum class IssueKind : uint8_t {
   reshape_blocks,
   matmul_mixing,
   opaque_op,  // the output of an op lnverify does not model
+  slice_axes,  // a slice that cuts the averaged axes
 };
 
 struct Issue {
@@ -140,6 +141,8 @@ struct Trust {
 // constant along them: the batch axis, and each spatial axis without padding (a window
 // that reaches into the padding sees zeros). Output rank `rank`. (deviation_rules.cpp)
 Mask conv_constant_axes(const Node& conv, size_t rank);
+// The axes a slice node cuts (takes less than the whole of, or reorders).
+Mask slice_cut(const Graph& g, int32_t n);
 
 // Sums, differences, scales and identities of values of one shape as linear combinations
 // of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
@@ -342,6 +345,7 @@ class Analyzer {
   Rule reduction_mean(int32_t n, Mask a);
   Rule transpose_mean(int32_t n, Mask a);
   Rule reshape_mean(int32_t n, Mask a);
+  Rule slice_mean(int32_t n, Mask a);
   Rule concat_mean(int32_t n, Mask a);
   Rule center_mean(int32_t n, Mask a);
   Rule layer_norm_mean(int32_t n, Mask a);

@@ -75,6 +75,7 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     case Op::max:
     case Op::transpose:
     case Op::reshape:
+    case Op::slice:
     case Op::concat:
     case Op::rms_norm:
     case Op::opaque:

@@ -143,6 +143,10 @@ class Reasoner {
       case IssueKind::reshape_blocks:
         return who + " splits or merges the normalized axes of " + quote(ln) +
                " across blocks of its input, so their mean is not a mean of whole features";
+      case IssueKind::slice_axes:
+        return who + " takes only part of the axes " + quote(ln) +
+               " normalizes, so their mean is not a mean of whole features that centering "
+               "zeroes";
       case IssueKind::opaque_op:
         return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
                who + ", an op lnverify does not model, so no centering is known to remove it";

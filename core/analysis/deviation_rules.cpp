@@ -41,6 +41,15 @@ Mask conv_constant_axes(const Node& conv, size_t rank) {
   return m;
 }
 
+Mask slice_cut(const Graph& g, int32_t n) {
+  const Shape& in = g.shape_of(g.node_inputs[n][0]);
+  const std::vector<SliceAxis> l = slice_layout(g.nodes[n], in, g.nodes[n].name);
+  Mask cut = 0;
+  for (size_t a = 0; a < l.size(); ++a)
+    if (!l[a].whole(in[a])) cut |= bit(int64_t(a));
+  return cut;
+}
+
 EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
   switch (g_.nodes[c].op) {
     case Op::linear:
@@ -87,6 +96,10 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
       return transpose_edge(c, k, u);
     case Op::reshape:
       return reshape_edge(c, k, u);
+    // A slice takes a subset of positions: δ stays constant along every axis it was
+    // (a constant line cut along it is still constant), and along no other.
+    case Op::slice:
+      return passes(u, out_shape(c), false);
     case Op::concat:
       return concat_edge(c, k, u);
     case Op::center:

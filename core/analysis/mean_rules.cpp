@@ -70,6 +70,8 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return transpose_mean(n, a);
     case Op::reshape:
       return reshape_mean(n, a);
+    case Op::slice:
+      return slice_mean(n, a);
     case Op::concat:
       return concat_mean(n, a);
     case Op::center:
@@ -342,6 +344,32 @@ Rule Analyzer::transpose_mean(int32_t n, Mask a) {
     }
   }
   return parts_rule({{0, a_in, 1.0, kept ? 0 : (order << 8) + 0xfe, -1}});
+}
+
+// A slice cutting none of the averaged axes: the mean of the slice is the slice of the
+// mean (a transport: the positions it keeps along the cut axes qualify the atoms, so a
+// slice of x does not cancel x). Cutting an averaged axis (taking part of it, or reversing
+// it) averages a subset: not a mean over whole axes, an opaque atom - unless the input is
+// uniform along it.
+Rule Analyzer::slice_mean(int32_t n, Mask a) {
+  const Shape& in = in_shape(n, 0);
+  const std::vector<SliceAxis> l = slice_layout(g_.nodes[n], in, g_.nodes[n].name);
+  const Mask real = a & ~size1_mask(out_shape(n));
+  Mask cut = 0;
+  uint64_t tag = 0x511ce;
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (l[i].whole(in[i])) continue;
+    cut |= bit(int64_t(i));
+    tag = tag * 1000003 + (uint64_t(i) + 1);
+    tag = tag * 1000003 + uint64_t(l[i].start);
+    tag = tag * 1000003 + uint64_t(l[i].step);
+    tag = tag * 1000003 + uint64_t(l[i].count);
+  }
+  // Along an axis the input is uniform along, any part has the mean of the whole.
+  const ValueRef& x = g_.node_inputs[n][0];
+  const Mask uniform = x.kind == ValueRef::Kind::node ? uniform_[x.index] : size1_mask(in);
+  if (real & cut & ~uniform) return opaque_mean(n, a, IssueKind::slice_axes);
+  return parts_rule({{0, real, 1.0, cut ? tag : 0, -1}});
 }
 
 // A block averaged whole is the mean over its input axes. A block averaged in part is not

@@ -50,6 +50,7 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
     case Op::max:
     case Op::transpose:
     case Op::reshape:
+    case Op::slice:
     case Op::concat:
     case Op::center:
     case Op::layer_norm:

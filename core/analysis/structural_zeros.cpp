@@ -53,6 +53,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::max:
     case Op::transpose:
     case Op::reshape:
+    case Op::slice:
     case Op::concat:
     case Op::center:
       return all_zero();

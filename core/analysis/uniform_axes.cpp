@@ -167,6 +167,9 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::reshape:
       m = reshape_uniform(g_, v, x);
       break;
+    case Op::slice:  // a subset of a uniform line is uniform
+      m = x.own(in[0]);
+      break;
     case Op::mean:
     case Op::max:
       m = reduction_uniform(g_, v, x);

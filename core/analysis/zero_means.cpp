@@ -73,6 +73,9 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
       return zero_mean_through_mean(v, b, trust, budget);
     case Op::reshape:
       return zero_mean_through_reshape(v, b, trust, budget);
+    case Op::slice:
+      // A slice keeps a zero mean over axes it does not cut, and loses it over the others.
+      return (b & slice_cut(g_, v)) == 0 && zero_mean_within(in[0], axes, trust, budget);
     case Op::transpose: {
       // A transpose permutes B.
       const int64_t R = int64_t(s.size());

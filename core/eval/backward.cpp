@@ -244,6 +244,12 @@ class Backward {
         for (int64_t k = 0; k < dy.size(); ++k) dx.data[k] += dy.data[k];
         return;
       }
+      case Op::slice: {  // scatter back: each taken element gets its output's cotangent
+        Tensor<T>& dx = *din(i, 0);
+        const std::vector<int64_t> src = detail::slice_sources(n, dx.shape, dy.shape);
+        for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
+        return;
+      }
       case Op::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);

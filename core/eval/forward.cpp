@@ -200,6 +200,13 @@ class Forward {
         return y;
       }
       case Op::reshape: return Tensor<T>(ys, in(i, 0).data);
+      case Op::slice: {
+        const Tensor<T>& x = in(i, 0);
+        Tensor<T> y(ys);
+        const std::vector<int64_t> src = detail::slice_sources(n, x.shape, ys);
+        for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
+        return y;
+      }
       case Op::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);

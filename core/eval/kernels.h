@@ -424,7 +424,7 @@ T unary_fwd(const Node& n, const T& x) {
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_fwd: not a unary op");
@@ -471,7 +471,7 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_derivative: not a unary op");
@@ -794,6 +794,26 @@ inline NotEvaluableError not_evaluable(const Node& n) {
   return NotEvaluableError(node_where(n), "cannot evaluate op '" + n.op_type +
                                               "' (imported as opaque: lnverify does not "
                                               "model what it computes)");
+}
+
+// A slice: for each output element (row-major), the flat index of the input element it
+// takes.
+inline std::vector<int64_t> slice_sources(const Node& n, const Shape& in, const Shape& out) {
+  const std::vector<SliceAxis> l = slice_layout(n, in, node_where(n));
+  const std::vector<int64_t> st = strides_of(in);
+  const size_t R = out.size();
+  std::vector<int64_t> src(static_cast<size_t>(numel(out)));
+  std::vector<int64_t> idx(R, 0);
+  for (size_t f = 0; f < src.size(); ++f) {
+    int64_t at = 0;
+    for (size_t a = 0; a < R; ++a) at += (l[a].start + idx[a] * l[a].step) * st[a];
+    src[f] = at;
+    for (size_t a = R; a-- > 0;) {
+      if (++idx[a] < out[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return src;
 }
 
 // Concat layout: `outer` blocks, each the inputs' `widths[k] * inner` values in turn.

@@ -182,6 +182,19 @@ std::vector<Graph> hand_built() {
         [](Node& n) { n.axis = -1; });
     out.push_back(b.build({"cat"}));
   }
+  {  // slices: a reversed step, negative starts, clamped ends, overlapping takes
+    GraphBuilder b("slices");
+    b.input("x", {2, 5, 4});
+    add(b, "s", Op::slice, {"x"}, [](Node& n) {
+      n.axes = {1, 2}, n.starts = {4, 1}, n.ends = {-100, 3}, n.steps = {-2, 1};
+    });
+    add(b, "u", Op::slice, {"x"}, [](Node& n) {
+      n.axes = {-2, -1}, n.starts = {-4, 0}, n.ends = {4, 2};
+    });
+    add(b, "t", Op::tanh, {"s"});
+    add(b, "v", Op::mul, {"t", "u"});
+    out.push_back(b.build({"v"}));
+  }
   {  // params read through center_axes (an inference rewrite's centered weights)
     GraphBuilder b("center_axes");
     b.input("x", {2, 3});
