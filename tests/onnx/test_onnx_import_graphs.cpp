@@ -513,18 +513,21 @@ TEST(OnnxImportNames, AnOpNotModelledIsOpaqueNamedAsTheFileSpellsIt) {
 }
 
 TEST(OnnxImportNames, EveryOutputReadOfAnOpaqueNodeIsANode) {
-  Builder b(13);
-  b.init("split", {2}, {});
-  b.m.graph.initializers.back().value = Tensor{ElemType::Int64, {2}, {}, {3, 5}};
-  Builder::integer(b.node("/attn/Split", "Split", {"x", "split"}, {"a", "c"}), "axis", 1);
-  b.output("a", {kRows, 3});
-  b.output("c", {kRows, 5});
+  Builder b(13);  // Dropout whose mask is read: opaque, both outputs
+  b.scalar("ratio", 0.25);
+  b.m.graph.initializers.push_back({"training", Tensor{ElemType::Bool, {}, {}, {1}}});
+  b.node("/do", "Dropout", {"x", "ratio", "training"}, {"y", "mask"});
+  Builder::integer(b.node("/cast", "Cast", {"mask"}, {"z"}), "to", 1);
+  b.output("y");
+  b.output("z");
   const lnv::Graph g = import_onnx(b.write(), {});
-  ASSERT_EQ(g.nodes.size(), 2u);
-  EXPECT_EQ(g.nodes[0].name, "/attn/Split:0");
-  EXPECT_EQ(g.nodes[1].name, "/attn/Split:1");
-  EXPECT_EQ(g.nodes[1].shape, (lnv::Shape{kRows, 5}));
-  EXPECT_EQ(g.nodes[0].inputs, std::vector<std::string>{"x"}) << "integer constants are not inputs";
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].name, "/do:0");
+  EXPECT_EQ(g.nodes[1].name, "/do:1");
+  EXPECT_EQ(g.nodes[1].shape, (lnv::Shape{kRows, kD}));
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "ratio"}))
+      << "integer and bool constants are not inputs";
+  EXPECT_EQ(g.nodes[2].op_type, "Cast") << "a cast from bool is opaque too";
 }
 
 }  // namespace
