@@ -24,6 +24,10 @@ has "fold: both folded" "2 LayerNorms -> RMSNorm"
 run "audit of the folded model.json" 0 "$LNV" audit "$T/folded.json"
 has "folded: no LayerNorm left" "0 of 0 LayerNorms"
 
+V="$ROOT/tests/data/onnx/vit_tiny_opset17.onnx"
+run "check of torchvision's ViT export proves its folds" 0 "$LNV" check "$V" --dim batch=2
+has "ViT: every fold and the plan hold at 257 bits" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+
 # --- import ------------------------------------------------------------------------------
 run "import x.onnx -o y.json" 0 "$LNV" import "$M" --dim batch=2 -o "$T/m.json"
 has "import: what it wrote" "wrote .*m.json: 1 input, 10 params, 10 nodes \(2 norms\)"
