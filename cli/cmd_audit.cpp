@@ -21,7 +21,7 @@ Action setup(CLI::App& sub) {
     std::vector<std::string> dims;
   };
   auto st = std::make_shared<State>();
-  add_model_input(sub, st->model, st->dims, "the model to audit");
+  add_model_input(sub, st->model, st->dims, "the model to audit (model.json or .onnx)");
   sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
   return [st]() -> int {
     const Graph g = load_input(st->model, st->dims);

@@ -43,7 +43,7 @@ Action setup(CLI::App& sub) {
     FidelityArgs torch;
   };
   auto st = std::make_shared<State>();
-  add_model_input(sub, st->model, st->dims, "the model to check");
+  add_model_input(sub, st->model, st->dims, "the model to check (model.json or .onnx)");
   sub.add_option("--mode", st->mode, "inference (default) or training")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--bits", st->opt.bits, "MPFR precision of the evaluations (default 256)")

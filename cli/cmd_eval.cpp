@@ -103,7 +103,7 @@ int run(const Graph& g, const Options& opt, const std::string& precision) {
 
 Action setup(CLI::App& sub) {
   auto opt = std::make_shared<Options>();
-  add_model_input(sub, opt->model, opt->dims, "the model to evaluate");
+  add_model_input(sub, opt->model, opt->dims, "the model to evaluate (model.json or .onnx)");
   sub.add_option("--bits", opt->bits,
                  "MPFR precision in bits (default 256); 53 evaluates in double")
       ->check(CLI::Range(8u, 1u << 20));

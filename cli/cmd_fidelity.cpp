@@ -45,7 +45,7 @@ namespace {
 Action setup(CLI::App& sub) {
   auto st = std::make_shared<FidelityArgs>();
   auto mode = std::make_shared<std::string>("inference");
-  add_model_input(sub, st->model, st->dims, "the model to run");
+  add_model_input(sub, st->model, st->dims, "the model to run (model.json or .onnx)");
   sub.add_option("--mode", *mode, "the fold and the runs: inference (default) or training")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--trials", st->trials, "float32 random inputs (default 16)")

@@ -68,7 +68,7 @@ Action setup(CLI::App& sub) {
     std::vector<std::string> dims;
   };
   auto st = std::make_shared<State>();
-  add_model_input(sub, st->model, st->dims, "the model to rewrite");
+  add_model_input(sub, st->model, st->dims, "the model to rewrite (model.json or .onnx)");
   sub.add_option("-o,--output", st->out, "where to write the rewritten model.json")->required();
   sub.add_option("--mode", st->mode, "inference (center weights in place) or training "
                                      "(keep the stored weights, mark cbwc)")

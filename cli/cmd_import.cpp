@@ -21,6 +21,8 @@ Action setup(CLI::App& sub) {
   add_model_input(sub, st->model, st->dims, "the ONNX model to import");
   sub.add_option("-o,--output", st->out, "where to write the model.json")->required();
   return [st]() -> int {
+    if (!is_onnx_input(st->model))
+      throw ModelError(st->model, "import reads an ONNX model (.onnx, or ONNX bytes); this is not one");
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
     const Graph g = load_input(st->model, st->dims);

@@ -27,7 +27,9 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) 
   return out;
 }
 
-bool is_onnx(const std::string& path) {
+}  // namespace
+
+bool is_onnx_input(const std::string& path) {
 #ifdef LNV_HAVE_ONNX
   return onnx_import::is_onnx_path(path);
 #else
@@ -35,11 +37,9 @@ bool is_onnx(const std::string& path) {
 #endif
 }
 
-}  // namespace
-
 void add_model_input(CLI::App& sub, std::string& path, std::vector<std::string>& dims,
                      const std::string& help) {
-  sub.add_option("MODEL", path, help + " (model.json or .onnx)")->required();
+  sub.add_option("MODEL", path, help)->required();
   sub.add_option("--dim", dims,
                  "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable)")
       ->take_all()
@@ -49,7 +49,7 @@ void add_model_input(CLI::App& sub, std::string& path, std::vector<std::string>&
 Graph load_input(const std::string& path, const std::vector<std::string>& dim_args,
                  const LoadOptions& options) {
   const auto dims = parse_dims(dim_args);
-  if (!is_onnx(path)) {
+  if (!is_onnx_input(path)) {
     if (!dims.empty())
       throw ModelError(path, "--dim binds the symbolic dims of an ONNX model; this is a model.json");
     return load_model(path, options);

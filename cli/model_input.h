@@ -13,10 +13,13 @@
 
 namespace lnv::cli {
 
-// Adds the MODEL positional (required) into `path` and the repeatable --dim option into
-// `dims` ("NAME=VALUE", as given).
+// Adds the MODEL positional (required) into `path`, described by `help`, and the
+// repeatable --dim option into `dims` ("NAME=VALUE", as given).
 void add_model_input(CLI::App& sub, std::string& path, std::vector<std::string>& dims,
                      const std::string& help);
+
+// Whether `path` is read as an ONNX model (its extension, or its first byte).
+bool is_onnx_input(const std::string& path);
 
 // Reads the model. ONNX files are imported (onnx/import.h); `options` applies to
 // model.json only. Throws ModelError (exit 2): a malformed --dim, --dim given for a

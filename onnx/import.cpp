@@ -98,11 +98,28 @@ void map_neg(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(s), n.outputs[0]);
 }
 
+// numpy.matmul; a 1-D operand is a row (a) or a column (b), reshaped, and the product
+// reshaped to the output's shape.
 void map_matmul(Importer& im, const onnx_import::Node& n, size_t i) {
-  if (im.shape(n.inputs[0]).size() < 2 || im.shape(n.inputs[1]).size() < 2)
-    return im.opaque(i, "a 1-D operand");
-  im.emit_final(im.node(n, i, Op::matmul, {im.value(n.inputs[0]), im.value(n.inputs[1])}),
-                n.outputs[0]);
+  const auto& a = im.shape(n.inputs[0]);
+  const auto& b = im.shape(n.inputs[1]);
+  if (a.empty() || b.empty()) return im.opaque(i, "a scalar operand");
+  if (a.size() >= 2 && b.size() >= 2)
+    return im.emit_final(im.node(n, i, Op::matmul, {im.value(n.inputs[0]), im.value(n.inputs[1])}),
+                         n.outputs[0]);
+  auto as_matrix = [&](const std::string& v, Shape shape, const char* suffix) {
+    if (im.shape(v).size() >= 2) return im.value(v);
+    if (im.is_constant(v)) return im.param_as(v, shape);
+    Node r = im.node(n, i, Op::reshape, {im.value(v)}, suffix);
+    r.shape = std::move(shape);
+    return im.emit(std::move(r));
+  };
+  const std::string a2 = as_matrix(n.inputs[0], {1, a[0]}, "row");
+  const std::string b2 = as_matrix(n.inputs[1], {b[0], 1}, "column");
+  const std::string p = im.emit(im.node(n, i, Op::matmul, {a2, b2}, "product"));
+  Node r = im.node(n, i, Op::reshape, {p});
+  r.shape = im.shape(n.outputs[0]);
+  im.emit_final(std::move(r), n.outputs[0]);
 }
 
 // Y = alpha * A' B' + beta * C.
@@ -189,8 +206,8 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !im.is_constant(n.inputs[2]))
     return im.opaque(i, "a bias that is not a constant");
   const std::vector<int64_t> w = im.shape(n.inputs[1]);
+  if (w.size() != 3 && w.size() != 4) return im.opaque(i, "not a 1-D or 2-D convolution");
   const size_t s = w.size() - 2;
-  if (s != 1 && s != 2) return im.opaque(i, std::to_string(s) + " spatial axes");
   const std::vector<int64_t> kernel(w.begin() + 2, w.end());
   const auto strides = im.attr_ints(n, "strides", std::vector<int64_t>(s, 1));
   const auto dilations = im.attr_ints(n, "dilations", std::vector<int64_t>(s, 1));
@@ -336,9 +353,117 @@ void map_dropout(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(d), n.outputs[0]);
 }
 
+// Constant integers of input k (empty when omitted); nullopt when not a constant.
+std::optional<std::vector<int64_t>> constant_ints(Importer& im, const onnx_import::Node& n, size_t k) {
+  if (k >= n.inputs.size() || n.inputs[k].empty()) return std::vector<int64_t>{};
+  const Initializer* c = im.constant(n.inputs[k]);
+  if (!c || c->value.is_float()) return std::nullopt;
+  return c->value.ints;
+}
+
+// A `slice` of x along `axes`; starts and ends brought into [-size - 1, size] (the same
+// elements under ONNX's clamping, without INT64_MAX-sized values).
+Node slice_node(Importer& im, const onnx_import::Node& n, size_t i, const std::string& x,
+                const std::vector<int64_t>& shape, Axes axes, std::vector<int64_t> starts,
+                std::vector<int64_t> ends, std::vector<int64_t> steps, const std::string& suffix) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t d = shape[axes[k] < 0 ? axes[k] + rank : axes[k]];
+    starts[k] = std::clamp(starts[k], -d - 1, d);
+    ends[k] = std::clamp(ends[k], -d - 1, d);
+  }
+  Node sl = im.node(n, i, Op::slice, {x}, suffix);
+  sl.axes = std::move(axes);
+  sl.starts = std::move(starts);
+  sl.ends = std::move(ends);
+  sl.steps = std::move(steps);
+  return sl;
+}
+
+// Slice: starts, ends, axes (and steps from opset 10) as attributes before opset 10, as
+// constant inputs from 10.
+void map_slice(Importer& im, const onnx_import::Node& n, size_t i) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (im.model().opset("") < 10) {
+    starts = im.attr_ints(n, "starts", {});
+    ends = im.attr_ints(n, "ends", {});
+    axes = im.attr_ints(n, "axes", {});
+  } else {
+    const auto s = constant_ints(im, n, 1), e = constant_ints(im, n, 2), a = constant_ints(im, n, 3),
+               st = constant_ints(im, n, 4);
+    if (!s || !e || !a || !st) return im.opaque(i, "starts, ends, axes or steps that are not constants");
+    starts = *s, ends = *e, axes = *a, steps = *st;
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  const auto& x = im.shape(n.inputs[0]);
+  im.emit_final(slice_node(im, n, i, im.value(n.inputs[0]), x, axes, starts, ends, steps, ""),
+                n.outputs[0]);
+}
+
+// Split: one slice per output read, of the sizes in `split` (attribute before opset 13,
+// input from 13), else equal parts.
+void map_split(Importer& im, const onnx_import::Node& n, size_t i) {
+  const auto& x = im.shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = im.attr_i(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> sizes = im.attr_ints(n, "split", {});
+  if (im.model().opset("") >= 13) {
+    const auto s = constant_ints(im, n, 1);
+    if (!s) return im.opaque(i, "split sizes that are not constants");
+    sizes = *s;
+  }
+  if (sizes.empty())
+    for (const std::string& out : n.outputs) sizes.push_back(im.shape(out)[axis]);
+  std::vector<size_t> read;
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (im.used(n, k)) read.push_back(k);
+  const std::string in = im.value(n.inputs[0]);
+  int64_t offset = 0;
+  for (size_t k = 0; k < n.outputs.size() && k < sizes.size(); offset += sizes[k], ++k) {
+    if (std::find(read.begin(), read.end(), k) == read.end()) continue;
+    Node sl = slice_node(im, n, i, in, x, {axis}, {offset}, {offset + sizes[k]}, {1},
+                         read.size() == 1 ? "" : std::to_string(k));
+    im.emit_final(std::move(sl), n.outputs[k]);
+  }
+}
+
+// Gather of an activation by constant indices: a slice per index along the axis (a scalar
+// index drops the axis: a reshape to the output's shape; a 1-D list: the slices
+// concatenated).
+void map_gather_constant(Importer& im, const onnx_import::Node& n, size_t i) {
+  const Initializer* idx = im.constant(n.inputs[1]);
+  const auto& x = im.shape(n.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = im.attr_i(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (idx->value.dims.size() > 1 || idx->value.ints.size() > 64)
+    return im.opaque(i, "indices of rank above 1, or more than 64");
+  const std::string in = im.value(n.inputs[0]);
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < idx->value.ints.size(); ++k) {
+    int64_t at = idx->value.ints[k];
+    if (at < 0) at += x[axis];
+    parts.push_back(im.emit(slice_node(im, n, i, in, x, {axis}, {at}, {at + 1}, {1},
+                                       idx->value.ints.size() == 1 ? "slice" : "slice." + std::to_string(k))));
+  }
+  if (idx->value.dims.empty()) {
+    Node r = im.node(n, i, Op::reshape, {parts[0]});
+    r.shape = im.shape(n.outputs[0]);
+    return im.emit_final(std::move(r), n.outputs[0]);
+  }
+  Node c = im.node(n, i, Op::concat, parts);
+  c.axis = axis;
+  im.emit_final(std::move(c), n.outputs[0]);
+}
+
 // An embedding lookup: Gather(axis 0) of a constant [num, dim] table by an integer graph
 // input.
 void map_gather(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!im.is_constant(n.inputs[0]) && im.is_constant(n.inputs[1]) && im.has_shape(n.inputs[0]))
+    return map_gather_constant(im, n, i);
   if (!im.is_constant(n.inputs[0]) || !im.is_float_value(n.inputs[0]) ||
       im.shape(n.inputs[0]).size() != 2 || im.attr_i(n, "axis", 0) != 0 ||
       !im.is_index_input(n.inputs[1]))
@@ -367,6 +492,7 @@ const std::map<std::string, Mapper>& mappers() {
       {"GlobalAveragePool", map_reduce}, {"GlobalMaxPool", map_reduce},
       {"AveragePool", map_reduce},
       {"Dropout", map_dropout}, {"Gather", map_gather},
+      {"Slice", map_slice}, {"Split", map_split},
   };
   return kMappers;
 }

@@ -4,7 +4,7 @@
 // the imported graph evaluated in double reproduces PyTorch's output for the stored input
 // (<model>_data/test_data_set_0; float32 reference: relative 1e-5 of the largest output).
 //
-// While model.json lacks an op an export needs (slice, where, pad, ...), it imports as
+// While model.json lacks an op an export needs (where, pad, ...), it imports as
 // opaque: the evaluation names it and is skipped, and a verdict the derivation says "yes" to
 // may be a "no" only when its reason names an opaque op.
 #include <gtest/gtest.h>
@@ -51,9 +51,8 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   permuted: it folds. Stage 1 (features.1) starts its residual stream with that norm's
 //   output, so its 4 norms do not fold; patch merging's norm (features.2) reads slices of
 //   that stream: no. Stage 2 (features.3) starts from the merging's Linear (no bias):
-//   its 4 norms and the final norm fold. 6 of 11. (While Slice and Pad are opaque, the crop
-//   after the window attention hides what its projection centered: the stage-2 norms after
-//   the first attention say no, naming the opaque Slice.)
+//   its 4 norms and the final norm fold. 6 of 11. (Pad, still opaque, only pads the input
+//   of the window attention; what enters the sums is its projection, rolled and cropped.)
 struct Export {
   std::string file, data;
   DimBindings dims;

@@ -435,6 +435,45 @@ TEST(OnnxImportNorms, WeightOfAnotherShapeStaysAMul) {
   EXPECT_FALSE(im.consumed(7)) << "the Mul by a [rows, D] tensor is not the norm's weight";
 }
 
+// Before opset 13 Softmax normalizes over the flattened axes from `axis` on.
+TEST(OnnxImportOps, SoftmaxBeforeOpset13FlattensFromItsAxis) {
+  Builder b(11);
+  b.m.graph.inputs.clear();
+  b.input("x", {2, 3, 4});
+  Builder::integer(b.node("/sm", "Softmax", {"x"}, {"y"}), "axis", 1);
+  b.output("y", {2, 3, 4});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 3u);  // reshape [2, 12], softmax, reshape back
+  std::vector<double> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * i) * 3;
+  const auto ev = lnv::eval::evaluate<double>(g, {lnv::Tensor<double>({2, 3, 4}, x)}, lnv::eval::RunOptions{});
+  for (int r = 0; r < 2; ++r) {
+    double max = -1e300, sum = 0;
+    for (int k = 0; k < 12; ++k) max = std::max(max, x[r * 12 + k]);
+    for (int k = 0; k < 12; ++k) sum += std::exp(x[r * 12 + k] - max);
+    for (int k = 0; k < 12; ++k)
+      EXPECT_NEAR(ev.outputs[0].data[r * 12 + k], std::exp(x[r * 12 + k] - max) / sum, 1e-15);
+  }
+}
+
+TEST(OnnxImportOps, MatMulWithA1DOperand) {
+  Builder b;
+  std::vector<double> v(kD);
+  for (int64_t k = 0; k < kD; ++k) v[k] = 0.5 - 0.25 * k;
+  b.init("v", {kD}, v);
+  b.node("/mv", "MatMul", {"x", "v"}, {"y"});
+  b.output("y", {kRows});
+  const lnv::Graph g = import_onnx(b.write(), {});
+  lnv::Tensor<double> x({kRows, kD}, input_values());
+  const auto ev = lnv::eval::evaluate<double>(g, {x}, lnv::eval::RunOptions{});
+  ASSERT_EQ(ev.outputs[0].shape, (lnv::Shape{kRows}));
+  for (int64_t r = 0; r < kRows; ++r) {
+    double want = 0;
+    for (int64_t k = 0; k < kD; ++k) want += x.data[r * kD + k] * v[k];
+    EXPECT_NEAR(ev.outputs[0].data[r], want, 1e-12);
+  }
+}
+
 TEST(OnnxImportNames, KeptSanitizedAndUnique) {
   Builder b;
   b.init("w b", {kD, kD}, std::vector<double>(kD * kD, 0.5));
@@ -476,18 +515,21 @@ TEST(OnnxImportNames, AnOpNotModelledIsOpaqueNamedAsTheFileSpellsIt) {
 }
 
 TEST(OnnxImportNames, EveryOutputReadOfAnOpaqueNodeIsANode) {
-  Builder b(13);
-  b.init("split", {2}, {});
-  b.m.graph.initializers.back().value = Tensor{ElemType::Int64, {2}, {}, {3, 5}};
-  Builder::integer(b.node("/attn/Split", "Split", {"x", "split"}, {"a", "c"}), "axis", 1);
-  b.output("a", {kRows, 3});
-  b.output("c", {kRows, 5});
+  Builder b(13);  // Dropout whose mask is read: opaque, both outputs
+  b.scalar("ratio", 0.25);
+  b.m.graph.initializers.push_back({"training", Tensor{ElemType::Bool, {}, {}, {1}}});
+  b.node("/do", "Dropout", {"x", "ratio", "training"}, {"y", "mask"});
+  Builder::integer(b.node("/cast", "Cast", {"mask"}, {"z"}), "to", 1);
+  b.output("y");
+  b.output("z");
   const lnv::Graph g = import_onnx(b.write(), {});
-  ASSERT_EQ(g.nodes.size(), 2u);
-  EXPECT_EQ(g.nodes[0].name, "/attn/Split:0");
-  EXPECT_EQ(g.nodes[1].name, "/attn/Split:1");
-  EXPECT_EQ(g.nodes[1].shape, (lnv::Shape{kRows, 5}));
-  EXPECT_EQ(g.nodes[0].inputs, std::vector<std::string>{"x"}) << "integer constants are not inputs";
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].name, "/do:0");
+  EXPECT_EQ(g.nodes[1].name, "/do:1");
+  EXPECT_EQ(g.nodes[1].shape, (lnv::Shape{kRows, kD}));
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "ratio"}))
+      << "integer and bool constants are not inputs";
+  EXPECT_EQ(g.nodes[2].op_type, "Cast") << "a cast from bool is opaque too";
 }
 
 }  // namespace
