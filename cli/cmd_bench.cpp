@@ -177,22 +177,22 @@ Action setup(CLI::App& sub) {
   sub.add_option("--seq", st->seqs,
                  "sequence lengths, e.g. 128,512 (with --zoo, or a model `lnverify zoo` wrote)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   // Sizes, counts and repeats are refused when not positive while the command line is
   // read, before any model is built or LibTorch is needed.
-  sub.add_option("--layers", st->layers, "zoo size override")->check(CLI::PositiveNumber);
-  sub.add_option("--hidden", st->hidden, "zoo size override")->check(CLI::PositiveNumber);
-  sub.add_option("--heads", st->heads, "zoo size override")->check(CLI::PositiveNumber);
-  sub.add_option("--vocab", st->vocab, "zoo size override")->check(CLI::PositiveNumber);
-  sub.add_option("--batch", st->batch, "zoo size override")->check(CLI::PositiveNumber);
+  sub.add_option("--layers", st->layers, "zoo size override")->check(positive_count());
+  sub.add_option("--hidden", st->hidden, "zoo size override")->check(positive_count());
+  sub.add_option("--heads", st->heads, "zoo size override")->check(positive_count());
+  sub.add_option("--vocab", st->vocab, "zoo size override")->check(positive_count());
+  sub.add_option("--batch", st->batch, "zoo size override")->check(positive_count());
   sub.add_option("--threads", st->threads,
                  "ATen/OpenMP threads (default: the hardware's count)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   sub.add_option("--repeats", st->repeats, "timed forwards per model variant (default 7)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   sub.add_option("--kernel-repeats", st->kernel_repeats,
                  "interleaved rounds per kernel and shape (default 21)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   sub.add_option("--clock", st->clock,
                  "wall (default) or cpu: process CPU time, steadier on a loaded machine");
   sub.add_flag("--no-kernels", st->skip_kernels, "skip the kernel table");

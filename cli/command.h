@@ -55,6 +55,19 @@ inline CLI::Validator positive_finite() {
       },
       "POSITIVE", "positive finite");
 }
+// A whole number of at least 1 (a size, a count); CLI::PositiveNumber's message prints
+// the range up to the largest double.
+inline CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t n = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec != std::errc() || end != text.data() + text.size() || n < 1)
+          return "expected a whole number of at least 1, got '" + text + "'";
+        return "";
+      },
+      "N>=1", "positive count");
+}
 
 // Use at namespace scope in a cmd_*.cpp:
 //   const bool kRegistered = lnv::cli::register_command({"eval", "...", setup});

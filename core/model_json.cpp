@@ -1,5 +1,6 @@
 #include "core/model_json.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,15 @@ class Reader {
     return s;
   }
 };
+
+// The machine's physical memory, or the process's address-space limit when lower.
+double usable_memory() {
+  double bytes = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, double(as.rlim_cur));
+  return bytes;
+}
 
 void check_finite(const std::vector<double>& v, const std::string& path,
                   const std::string& param, const std::string& source) {
@@ -385,9 +395,7 @@ class ModelParser {
     }
     const double bytes = values * sizeof(double);
     const bool machine = options_.max_init_bytes == 0;
-    const double limit =
-        machine ? 0.75 * double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE))
-                : double(options_.max_init_bytes);
+    const double limit = machine ? 0.75 * usable_memory() : double(options_.max_init_bytes);
     if (bytes <= limit) return;
     auto gib = [](double b) {
       std::ostringstream out;
@@ -397,7 +405,8 @@ class ModelParser {
     Reader{}.fail("/params", "the init params together hold " +
                                  std::to_string(int64_t(values)) + " values (" + gib(bytes) +
                                  " as doubles), more than " +
-                                 (machine ? "this machine's memory allows (" : "the limit (") +
+                                 (machine ? "three quarters of the memory this process may "
+                                            "use (" : "the limit (") +
                                  gib(limit) + ")");
   }
 

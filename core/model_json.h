@@ -41,7 +41,8 @@ struct LoadOptions {
   // rewrite structure (fold); the evaluators need materialized values.
   bool defer_file_values = false;
   // The most bytes the `init` params may take together as doubles; 0 means three
-  // quarters of the machine's physical memory. A model asking for more is refused before
+  // quarters of the machine's physical memory (or of the address-space limit, ulimit -v,
+  // when lower). A model asking for more is refused before
   // any value is drawn, with the total.
   uint64_t max_init_bytes = 0;
 };

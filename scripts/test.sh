@@ -13,6 +13,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   shift
   bash scripts/asan_build.sh
   dir=build-asan
+  # The CLI scripts swap `ulimit -v` (no room for ASan's shadow memory) for ASan's own caps.
+  export LNV_SANITIZE=1
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fi

@@ -8,7 +8,7 @@ EX="$ROOT/examples/gpt2_tiny.json"
 for opt in --threads --layers --hidden --heads --vocab --batch --repeats --kernel-repeats --seq; do
   for v in 0 -3; do
     run "bench $opt $v" 2 "$LNV" bench --zoo gpt2 "$opt" "$v"
-    has "bench $opt $v names the option" "$opt"
+    has "bench $opt $v names the option" "$opt: expected a whole number of at least 1"
   done
 done
 

@@ -47,8 +47,8 @@ TEST(Limits, InitParamsBeyondMemoryAreRefusedWithTheTotal) {
 }
 
 TEST(Limits, InitParamsBeyondAGivenLimitAreRefused) {
-  const json params = {{{"name", "a"}, {"shape", {300, 300}}, {"init", {{"dist", "uniform"}}}},
-                       {{"name", "b"}, {"shape", {300, 300}}, {"init", {{"dist", "uniform"}}}}};
+  const json params = {{{"name", "a"}, {"shape", {300, 300}}, {"init", {{"dist", "uniform"}, {"low", -1}, {"high", 1}}}},
+                       {{"name", "b"}, {"shape", {300, 300}}, {"init", {{"dist", "uniform"}, {"low", -1}, {"high", 1}}}}};
   LoadOptions small;
   small.max_init_bytes = 1 << 20;  // 131072 doubles; the two params hold 180000
   const std::string e = error_of(model_with_params(params), small);
