@@ -23,8 +23,9 @@ bool Analyzer::ignores_inputs(int32_t c, const std::vector<bool>& zero, const Tr
 
 bool Analyzer::constant_mean(int32_t c, const Trust& trust) const {
   const Node& m = g_.nodes[c];
+  if (m.op != Op::mean) return false;  // an opaque node may have no input at all
   const ValueRef& x = g_.node_inputs[c][0];
-  if (m.op != Op::mean || x.kind != ValueRef::Kind::node) return false;
+  if (x.kind != ValueRef::Kind::node) return false;
   const Shape& s = g_.node_shapes[x.index];
   return constant_mean_over(x.index, analysis::mask_of(normalize_axes(m.axes, int64_t(s.size()), m.name)),
                             trust);
