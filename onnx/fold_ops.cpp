@@ -91,18 +91,6 @@ Tensor int64_tensor(Dims dims, std::vector<int64_t> values) {
   return t;
 }
 
-int64_t wrap_to(ElemType t, int64_t v) {
-  switch (t) {
-    case ElemType::Bool: return v != 0;
-    case ElemType::Uint8: return static_cast<uint8_t>(v);
-    case ElemType::Int8: return static_cast<int8_t>(v);
-    case ElemType::Uint16: return static_cast<uint16_t>(v);
-    case ElemType::Int16: return static_cast<int16_t>(v);
-    case ElemType::Int32: return static_cast<int32_t>(v);
-    case ElemType::Uint32: return static_cast<uint32_t>(v);
-    default: return v;
-  }
-}
 
 double round_to(ElemType t, double v) {
   switch (t) {
@@ -849,6 +837,19 @@ const std::map<std::string, Evaluator>& evaluators() {
 }
 
 }  // namespace
+
+int64_t wrap_to(ElemType t, int64_t v) {
+  switch (t) {
+    case ElemType::Bool: return v != 0;
+    case ElemType::Uint8: return static_cast<uint8_t>(v);
+    case ElemType::Int8: return static_cast<int8_t>(v);
+    case ElemType::Uint16: return static_cast<uint16_t>(v);
+    case ElemType::Int16: return static_cast<int16_t>(v);
+    case ElemType::Int32: return static_cast<int32_t>(v);
+    case ElemType::Uint32: return static_cast<uint32_t>(v);
+    default: return v;
+  }
+}
 
 const std::vector<std::string>& foldable_ops() {
   static const std::vector<std::string> names = [] {

@@ -15,6 +15,9 @@
 namespace lnv::onnx_import {
 
 // The default-domain ops evaluate_node evaluates.
+// The integer `v` as an element of type `t` holds it (wrapping like a C cast; bool: v != 0).
+int64_t wrap_to(ElemType t, int64_t v);
+
 const std::vector<std::string>& foldable_ops();
 bool is_foldable_op(const std::string& op_type);
 

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "onnx/float_formats.h"
+#include "onnx/fold_ops.h"
 #include "onnx/newer_opsets.h"
 #include "onnx/onnx_model.h"
 
@@ -53,20 +54,6 @@ ElemType to_elem_type(int32_t data_type) {
   if (data_type < 0 || data_type > static_cast<int32_t>(ElemType::BFloat16))
     return ElemType::Undefined;
   return static_cast<ElemType>(data_type);
-}
-
-// The integer value `v` as the element type holds it (wrapping like a C cast).
-int64_t wrap_int(ElemType t, int64_t v) {
-  switch (t) {
-    case ElemType::Bool: return v != 0;
-    case ElemType::Uint8: return static_cast<uint8_t>(v);
-    case ElemType::Int8: return static_cast<int8_t>(v);
-    case ElemType::Uint16: return static_cast<uint16_t>(v);
-    case ElemType::Int16: return static_cast<int16_t>(v);
-    case ElemType::Int32: return static_cast<int32_t>(v);
-    case ElemType::Uint32: return static_cast<uint32_t>(v);
-    default: return v;
-  }
 }
 
 template <class T>
@@ -252,7 +239,7 @@ Tensor decode_tensor(const ox::TensorProto& tp, const std::string& where, const 
     case ElemType::Uint32:
       check_count(tp.uint64_data(), n, where, "uint64_data");
       t.ints.resize(count);
-      for (size_t i = 0; i < count; ++i) t.ints[i] = wrap_int(t.type, static_cast<int64_t>(tp.uint64_data(i)));
+      for (size_t i = 0; i < count; ++i) t.ints[i] = wrap_to(t.type, static_cast<int64_t>(tp.uint64_data(i)));
       break;
     case ElemType::Float16:
     case ElemType::BFloat16:
@@ -267,7 +254,7 @@ Tensor decode_tensor(const ox::TensorProto& tp, const std::string& where, const 
     default:  // the small integer types and bool live in int32_data
       check_count(tp.int32_data(), n, where, "int32_data");
       t.ints.resize(count);
-      for (size_t i = 0; i < count; ++i) t.ints[i] = wrap_int(t.type, tp.int32_data(static_cast<int>(i)));
+      for (size_t i = 0; i < count; ++i) t.ints[i] = wrap_to(t.type, tp.int32_data(static_cast<int>(i)));
       break;
   }
   return t;
