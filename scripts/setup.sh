@@ -13,12 +13,15 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev libonnx-testdata
   python3-torch python3-torchvision python3-onnx
   clang libfuzzer-14-dev libclang-rt-14-dev
+  python3-jsonschema libxml2-utils graphviz chromium
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm run ONNX Runtime in the tests; any node >= 18 will do (Debian's or the machine's).
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -37,6 +40,16 @@ if command -v update-alternatives >/dev/null; then
     lapack=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu 2>/dev/null | grep -m1 openblas || true)
     [ -z "$lapack" ] || $SUDO update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null
   fi
+fi
+
+# ONNX Runtime's CPU build from npm, in a cache outside the checkout (tests/ort/, docs/onnx.md).
+# --ignore-scripts: the package's install script fetches optional GPU parts from outside the
+# registry; the CPU library is in the package itself.
+ORT_DIR="${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}"
+if [ ! -f "$ORT_DIR/node_modules/onnxruntime-node/package.json" ]; then
+  mkdir -p "$ORT_DIR"
+  npm install --prefix "$ORT_DIR" --ignore-scripts --no-audit --no-fund --silent \
+    onnxruntime-node@1.30.0
 fi
 
 # ccache: paths relative to the checkout and no cwd in the hash, so a fresh clone in
