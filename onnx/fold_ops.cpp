@@ -363,6 +363,29 @@ std::vector<Tensor> eval_where(const Args& a) {
   return {out};
 }
 
+// Trilu: over the last two axes, element (i, j) is kept where j - i >= k (upper) or
+// j - i <= k (lower), else zero; the optional input k defaults to 0.
+std::vector<Tensor> eval_trilu(const Args& a) {
+  const Tensor& x = a.in(0);
+  if (x.dims.size() < 2) a.fail("Trilu's input must have rank 2 or more");
+  int64_t k = 0;
+  if (a.has(1)) {
+    const Dims ks = a.ints_input(1);
+    if (ks.size() != 1) a.fail("Trilu's k must hold one value");
+    k = ks[0];
+  }
+  const bool upper = a.int_attr("upper", 1) != 0;
+  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  Tensor out = x;
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    const int64_t d = e % cols - e / cols % rows;  // j - i
+    if (upper ? d >= k : d <= k) continue;
+    if (out.is_float()) out.floats[static_cast<size_t>(e)] = 0;
+    else out.ints[static_cast<size_t>(e)] = 0;
+  }
+  return {out};
+}
+
 std::vector<Tensor> eval_cast(const Args& a) {
   const Tensor& x = a.in(0);
   const auto to = static_cast<ElemType>(a.int_attr("to", 0));
@@ -814,6 +837,7 @@ const std::map<std::string, Evaluator>& evaluators() {
     for (const char* op : {"Floor", "Ceil", "Sqrt", "Neg", "Abs", "Reciprocal"}) t[op] = eval_unary;
     t["Pow"] = plain(eval_pow);
     t["Where"] = plain(eval_where);
+    t["Trilu"] = plain(eval_trilu);
     t["Cast"] = plain(eval_cast);
     t["Shape"] = plain(eval_shape);
     t["Size"] = plain(eval_size);

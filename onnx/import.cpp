@@ -517,6 +517,12 @@ lnv::Graph import_graph(const Model& folded) {
       im.opaque(i, "no mapping of this op");
       continue;
     }
+    // An additive attention mask of -inf (nn.MultiheadAttention's causal mask) is exact
+    // in the source, but model.json params are finite: the node reading it is opaque.
+    if (const auto bad = im.non_finite_input(n)) {
+      im.opaque(i, "it reads the constant '" + *bad + "', which holds an infinity or a NaN");
+      continue;
+    }
     m->second(im, n, i);
   }
   return im.finish();

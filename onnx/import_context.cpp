@@ -1,6 +1,7 @@
 // Importer (onnx/import_context.h): what the ONNX graph holds, and the lnv graph built.
 #include "onnx/import_context.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -153,6 +154,16 @@ void Importer::import_inputs() {
   }
 }
 
+std::optional<std::string> Importer::non_finite_input(const onnx_import::Node& n) const {
+  for (const std::string& v : n.inputs) {
+    const Initializer* c = v.empty() ? nullptr : constant(v);
+    if (!c || !c->value.is_float()) continue;
+    for (double x : c->value.floats)
+      if (!std::isfinite(x)) return v;
+  }
+  return std::nullopt;
+}
+
 std::string Importer::value(const std::string& v) {
   if (auto it = values_.find(v); it != values_.end()) return it->second;
   const Initializer* c = constant(v);
@@ -220,6 +231,9 @@ void Importer::opaque(size_t i, const std::string& why) {
     if (v.empty()) continue;
     const Initializer* c = constant(v);
     if (c && !c->value.is_float()) continue;  // an integer constant carries no data dependence
+    if (c && !std::all_of(c->value.floats.begin(), c->value.floats.end(),
+                          [](double x) { return std::isfinite(x); }))
+      continue;  // nor does a constant, and a non-finite one cannot be a param
     inputs.push_back(value(v));
   }
   std::vector<size_t> used_outputs;

@@ -30,6 +30,9 @@ class Importer {
   bool is_float_value(const std::string& v) const { return is_float_type(elem_type(v)); }
   const Initializer* constant(const std::string& v) const;  // nullptr if not a constant
   bool is_constant(const std::string& v) const { return constant(v) != nullptr; }
+  // The first input of `n` that is a float constant holding an infinity or a NaN (which
+  // no model.json param can hold), or nullopt.
+  std::optional<std::string> non_finite_input(const onnx_import::Node& n) const;
   std::optional<double> scalar(const std::string& v) const;  // a one-element constant
   const std::vector<int64_t>& shape(const std::string& v) const;  // static; throws if unknown
   bool has_shape(const std::string& v) const { return shapes_.count(v) != 0; }
@@ -68,7 +71,7 @@ class Importer {
   // Node i as `opaque` nodes, one per output read (named as the node, or "<node>:<k>" when
   // several are read), with ONNX shape inference's shapes and the ONNX op type
   // ("domain.Op" outside the default domain); its inputs are every value it reads but
-  // integer constants. `why` (why it is not mapped onto a model.json op) goes into
+  // integer constants and non-finite float constants. `why` (why it is not mapped onto a model.json op) goes into
   // meta.onnx.opaque.
   void opaque(size_t i, const std::string& why);
   void note_index_range(const std::string& input, int64_t rows);

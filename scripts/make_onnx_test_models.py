@@ -138,6 +138,28 @@ class TinyMLP(nn.Module):
         return self.ln_2(h + self.mlp(self.ln_1(h)))
 
 
+class TinyCausalLM(nn.Module):
+    """A pre-norm nn.TransformerEncoder (norm_first=True) as a causal LM: token embedding
+    plus learned positions, the causal mask of nn.Transformer.generate_square_subsequent_mask
+    for the input's length, the encoder's final LayerNorm, and a head tied to the token
+    embedding (F.linear by its weight)."""
+
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.positions = nn.Parameter(torch.zeros(1, max_len, d))
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d),
+                                             enable_nested_tensor=False)
+
+    def forward(self, input_ids):
+        n = input_ids.size(1)
+        x = self.embed(input_ids) + self.positions[:, :n]
+        x = self.encoder(x, mask=nn.Transformer.generate_square_subsequent_mask(n))
+        return nn.functional.linear(x, self.embed.weight)
+
+
 def tiny_vit():
     """torchvision's VisionTransformer (class token, nn.MultiheadAttention, pre-norm)."""
     return torchvision.models.VisionTransformer(image_size=16, patch_size=8, num_layers=2,
@@ -151,6 +173,14 @@ def tiny_swin():
     from torchvision.models.swin_transformer import SwinTransformer
     return SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[1, 2],
                            window_size=[4, 4], num_classes=4)
+
+
+def tiny_convnext():
+    """torchvision's ConvNeXt: a patchify stem (Conv, LayerNorm2d), blocks of a depthwise
+    7x7 Conv, a permute to channels-last, LayerNorm, a GELU MLP and a layer scale,
+    LayerNorm2d + Conv downsampling, and a LayerNorm2d before the classifier."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    return ConvNeXt([CNBlockConfig(8, 16, 2), CNBlockConfig(16, None, 2)], num_classes=4)
 
 
 def export(model, example, input_name, dynamic, path, opset):
@@ -189,8 +219,10 @@ def main():
         ("gpt2_tiny", perturb(TinyGPT2()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 11)),
         ("bert_tiny", perturb(TinyBert()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14, 9)),
         ("vit_tiny", perturb(tiny_vit()), images, "images", {0: "batch"}, (17, 14)),
-        ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17,)),
+        ("swin_tiny", perturb(tiny_swin()), torch.randn(2, 3, 32, 32), "images", {0: "batch"}, (17, 14)),
         ("mlp_tiny", perturb(TinyMLP()), torch.randn(2, 3, 6), "x", {0: "batch"}, (17, 14)),
+        ("prenorm_lm_tiny", perturb(TinyCausalLM()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14)),
+        ("convnext_tiny", perturb(tiny_convnext()), images, "images", {0: "batch"}, (17, 14)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:
