@@ -27,6 +27,19 @@ has "folded: no LayerNorm left" "0 of 0 LayerNorms"
 V="$ROOT/tests/data/onnx/vit_tiny_opset17.onnx"
 run "check of torchvision's ViT export proves its folds" 0 "$LNV" check "$V" --dim batch=2
 has "ViT: every fold and the plan hold at 257 bits" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+# torchvision's ConvNeXt: the stem's LN folds (exact), the 6 others are "no" and tight
+# (4 forced folds each, one trial, to keep the test short).
+C="$ROOT/tests/data/onnx/convnext_tiny_opset14.onnx"
+run "check of torchvision's ConvNeXt export" 0 "$LNV" check "$C" --dim batch=2 --trials 1 --forced-folds 4
+has "ConvNeXt: the stem's LayerNorm2d fold is exact" "holds +ln_exact /features/features.0/features.0.1/LayerNormalization"
+has "ConvNeXt: the classifier's LN is a tight no" "holds +ln_tight /classifier/classifier.0/LayerNormalization"
+has "ConvNeXt: 1 fold, 6 tight, the plan" "result: holds \(8 hold, 0 fail, 0 inconclusive\)"
+# A post-norm nn.TransformerEncoder (BERT-shaped): the embedding LN folds, the 4 encoder
+# norms are tight "no"s.
+B="$ROOT/tests/data/onnx/bert_tiny_opset14.onnx"
+run "check of the post-norm nn.TransformerEncoder export" 0 "$LNV" check "$B" --dim batch=2 --dim seq=8 --trials 1 --forced-folds 4
+has "post-norm: the embedding LN fold is exact" "holds +ln_exact /emb_norm/LayerNormalization"
+has "post-norm: 1 fold, 4 tight, the plan" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
 
 # --- import ------------------------------------------------------------------------------
 run "import x.onnx -o y.json" 0 "$LNV" import "$M" --dim batch=2 -o "$T/m.json"
@@ -52,6 +65,14 @@ run "eval needing an opaque op" 2 "$LNV" eval "$G" --dim batch=2 --dim seq=8
 has "eval: names the op" "cannot evaluate op 'Where'"
 run "check needing an opaque op is inconclusive" 3 "$LNV" check "$G" --dim batch=2 --dim seq=8
 has "check: names the op" "inconclusive: node '/h.0/attn/Where': cannot evaluate op 'Where'"
+# nn.TransformerEncoder's causal mask (generate_square_subsequent_mask: 0 and -inf) cannot
+# be a model.json param: the Add that applies it is opaque, after the LNs' outputs.
+P="$ROOT/tests/data/onnx/prenorm_lm_tiny_opset17.onnx"
+run "audit of a causal LM with a -inf mask" 0 "$LNV" audit "$P" --dim batch=2 --dim seq=8
+has "audit: the mask's Add is opaque" "opaque ops .*: /encoder/layers.0/self_attn/Add_2 \(Add\), /encoder/layers.1/self_attn/Add_2 \(Add\)"
+has "audit: the pre-norm LNs all fold" "5 of 5 LayerNorms foldable"
+run "import of a causal LM with a -inf mask" 0 "$LNV" import "$P" --dim batch=2 --dim seq=8 -o "$T/lm.json"
+if grep -q "holds an infinity or a NaN" "$T/lm.json"; then ok "import: meta.onnx.opaque says why"; else bad "import: why the Add is opaque"; fi
 
 # --- dims ----------------------------------------------------------------------------------
 run "unbound symbolic dim" 2 "$LNV" audit "$M"

@@ -57,7 +57,7 @@ TEST_P(OnnxExports, FoldingLeavesOnlyTheComputeGraph) {
   for (const ValueInfo& v : g.outputs) read.insert(v.name);
   const auto shapes = static_shapes(g);
   for (const Node& n : g.nodes) {
-    for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
+    for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "Trilu"})
       EXPECT_NE(n.op_type, op) << n.name;
     if (n.op_type == "Reshape" || n.op_type == "Expand" || n.op_type == "Pad")
       EXPECT_NE(g.initializer(n.inputs.at(1)), nullptr) << n.name << " reads a computed shape";
@@ -118,7 +118,23 @@ INSTANTIATE_TEST_SUITE_P(
                 {"Gemm", 3}, {"Softmax", 2}, {"Erf", 2}, {"Conv", 1}}},
         Export{"swin_tiny_opset17.onnx", kImages,
                {{"LayerNormalization", 11}, {"MatMul", 25}, {"Softmax", 4}, {"Erf", 4},
-                {"Conv", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"Dropout", 8}, {"Pad", 5}}}),
+                {"Conv", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"Dropout", 8}, {"Pad", 5}}},
+        Export{"swin_tiny_opset14.onnx", kImages,
+               {{"ReduceMean", 22}, {"Sqrt", 11}, {"MatMul", 25}, {"Softmax", 4}, {"Erf", 4},
+                {"Conv", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"Dropout", 8}, {"Pad", 5}}},
+        // The causal mask (ConstantOfShape of -inf, Trilu) folds to a constant.
+        Export{"prenorm_lm_tiny_opset17.onnx", kTokens,
+               {{"LayerNormalization", 5}, {"MatMul", 11}, {"Gemm", 2}, {"Softmax", 2},
+                {"Erf", 2}}},
+        Export{"prenorm_lm_tiny_opset14.onnx", kTokens,
+               {{"ReduceMean", 10}, {"Pow", 5}, {"Sqrt", 5}, {"Sub", 5}, {"MatMul", 11},
+                {"Gemm", 2}, {"Softmax", 2}, {"Erf", 2}}},
+        Export{"convnext_tiny_opset17.onnx", kImages,
+               {{"LayerNormalization", 7}, {"MatMul", 8}, {"Conv", 6}, {"Erf", 4}, {"Gemm", 1},
+                {"GlobalAveragePool", 1}}},
+        Export{"convnext_tiny_opset14.onnx", kImages,
+               {{"ReduceMean", 14}, {"Pow", 7}, {"Sqrt", 7}, {"Sub", 7}, {"MatMul", 8},
+                {"Conv", 6}, {"Erf", 4}, {"Gemm", 1}, {"GlobalAveragePool", 1}}}),
     [](const auto& info) {
       std::string name = info.param.file;
       return name.substr(0, name.find('.'));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <unistd.h>
 
@@ -530,6 +531,30 @@ TEST(OnnxImportNames, EveryOutputReadOfAnOpaqueNodeIsANode) {
   EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "ratio"}))
       << "integer and bool constants are not inputs";
   EXPECT_EQ(g.nodes[2].op_type, "Cast") << "a cast from bool is opaque too";
+}
+
+// A float constant holding -inf or NaN (nn.MultiheadAttention's causal mask) cannot be a
+// model.json param: a mapped node reading it is opaque, with the constant not among its
+// inputs, and the import goes on; the same constant is no error where nothing reads it.
+TEST(OnnxImportNames, ANodeReadingANonFiniteConstantIsOpaque) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Builder b;
+  std::vector<double> mask(kRows * kD, 0.0);
+  mask[1] = -inf;
+  mask[2] = std::nan("");
+  b.init("mask", {kRows, kD}, mask);
+  b.node("/attn/Add", "Add", {"x", "mask"}, {"scores"});
+  b.node("/attn/Softmax", "Softmax", {"scores"}, {"y"});
+  b.output("y");
+  const lnv::Graph g = import_onnx(b.write(), {});
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op, lnv::Op::opaque);
+  EXPECT_EQ(g.nodes[0].op_type, "Add");
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(g.params.empty());
+  EXPECT_EQ(parse_meta(g)["onnx"]["opaque"]["/attn/Add"],
+            "it reads the constant 'mask', which holds an infinity or a NaN");
+  EXPECT_EQ(g.nodes[1].op, lnv::Op::softmax);
 }
 
 }  // namespace
