@@ -10,8 +10,9 @@ Each model is exported at opset 17 (one LayerNormalization node per nn.LayerNorm
 opset 14 (the norm decomposed into ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add); the GPT-2-like
 model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsqueeze and
 Squeeze with axes attributes, arange as ConstantOfShape/NonZero); a small MLP with two LayerNorms
-(mlp_tiny, opsets 17 and 14: only ops model.json has); torchvision's Swin
-Transformer at opset 17 only (most of its 1616 nodes are shape arithmetic), with
+(mlp_tiny, opsets 17 and 14: only ops model.json has); a pre-norm nn.TransformerEncoder
+causal LM with a tied head (prenorm_lm_tiny); torchvision's ViT, Swin Transformer (most of
+its 1616 nodes are shape arithmetic) and ConvNeXt. All are exported with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
 Range, Equal/Where/Expand). Beside them, <model>_data/test_data_set_0/ holds the example
