@@ -70,6 +70,9 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   would shift the stream by minus its channel mean at every point, and that shift enters
 //   the next block's depthwise Conv, which turns a shift equal over channels into one that
 //   is not, which the block's LN does not absorb: no. 1 of 7 (check: every "no" tight).
+//   The audit's reason for the classifier LN names the layer scale's Mul (a Linear scaled
+//   per channel is outside the analysis' vocabulary, docs/spec/decisions.md); the verdict
+//   is right for the reason above.
 // ViT (torchvision): the stream is concat(class token, patch embedding) + pos_embedding
 //   + the blocks' attention out-projections (Gemm) and MLP outputs. The patch embedding is
 //   a Conv (centered over its output channels, which the reshape/permute makes the last
