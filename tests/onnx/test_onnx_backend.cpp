@@ -131,6 +131,7 @@ std::string subject_op(const fs::path& dir) {
     for (char c : op) lower += static_cast<char>(std::tolower(c));
     if (name.rfind(lower, 0) == 0 && lower.size() > best.size()) best = op;
   }
+  if (best.empty() && (name.rfind("tril", 0) == 0 || name.rfind("triu", 0) == 0)) best = "Trilu";
   return best.empty() ? "other" : best;
 }
 
