@@ -81,10 +81,11 @@ std::string ort_missing() {
 
 std::string shell_quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
-// Runs `model` in ORT on `input`; returns its first output.
-Tensor run_ort(const fs::path& model, const fs::path& input, const fs::path& out) {
+// Runs `model` in ORT on `input` with `threads` intra-op threads; returns its first output.
+Tensor run_ort(const fs::path& model, const fs::path& input, const fs::path& out, int threads = 1) {
   const std::string cmd = "node " + shell_quoted(kSource / "tools/ort_run.js") + " " + shell_quoted(model) +
-                          " " + shell_quoted(out) + " --threads 1 " + shell_quoted(input) + " > " +
+                          " " + shell_quoted(out) + " --threads " + std::to_string(threads) + " " +
+                          shell_quoted(input) + " > " +
                           shell_quoted(out.string() + ".log") + " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     std::ifstream log(out.string() + ".log");
@@ -217,6 +218,18 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
 
 INSTANTIATE_TEST_SUITE_P(RealExports, Ort, testing::ValuesIn(exports()),
                          [](const testing::TestParamInfo<Export>& info) { return info.param.model; });
+
+// --threads reaches ORT: BERT's output with 2 threads is its 1-thread output up to
+// float32 rounding of another summation order (one unit in the last place per element).
+TEST(OrtRun, ThreadsChangeOnlyRounding) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path model = kDir / "bert_tiny_opset17.onnx";
+  const fs::path input = kDir / "bert_tiny_data/test_data_set_0/input_0.pb";
+  const Tensor one = run_ort(model, input, scratch("threads1"), 1);
+  const Tensor two = run_ort(model, input, scratch("threads2"), 2);
+  ASSERT_EQ(one.dims, two.dims);
+  EXPECT_LE(max_abs_diff(one.floats, two.floats), std::ldexp(largest(one.floats), -22));
+}
 
 // The runner refuses what it cannot do, with a message, instead of writing anything.
 TEST(OrtRun, RefusesBadArguments) {
