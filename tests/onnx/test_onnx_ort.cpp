@@ -1,4 +1,5 @@
-// ONNX Runtime as a real runtime for the exports of tests/data/onnx/: each runs in
+// ONNX Runtime as a real runtime for the exports of tests/data/onnx/ (each
+// `<model>_opset<N>.onnx` with a `<model>_data` folder, found on disk): each runs in
 // onnxruntime-node (tools/ort_run.js, one thread) on its committed input, and its float32
 // output is held to lnverify's float64 evaluation of the import:
 //
@@ -32,6 +33,7 @@
 #include "core/error.h"
 #include "core/eval/evaluator.h"
 #include "onnx/import.h"
+#include "onnx/onnx_model.h"
 
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
@@ -42,27 +44,40 @@ const fs::path kSource = LNV_SOURCE_DIR;
 const fs::path kDir = kSource / "tests/data/onnx";
 constexpr double kNoiseFactor = 4.0;
 
+// An export of tests/data/onnx/ (every `<model>_opset<N>.onnx` with a `<model>_data`
+// folder), found on disk so that a new export is tested as soon as it is committed.
 struct Export {
   std::string model;  // file stem
   std::string data;   // data folder
-  DimBindings dims;
 };
 
-const std::vector<Export>& exports() {
-  static const std::vector<Export> list = {
-      {"mlp_tiny_opset17", "mlp_tiny_data", {{"batch", 2}}},
-      {"mlp_tiny_opset14", "mlp_tiny_data", {{"batch", 2}}},
-      {"gpt2_tiny_opset17", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"gpt2_tiny_opset14", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"gpt2_tiny_opset11", "gpt2_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"bert_tiny_opset17", "bert_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"bert_tiny_opset14", "bert_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"bert_tiny_opset9", "bert_tiny_data", {{"batch", 2}, {"seq", 8}}},
-      {"vit_tiny_opset17", "vit_tiny_data", {{"batch", 2}}},
-      {"vit_tiny_opset14", "vit_tiny_data", {{"batch", 2}}},
-      {"swin_tiny_opset17", "swin_tiny_data", {{"batch", 2}}},
-  };
+std::vector<Export> exports() {
+  std::vector<Export> list;
+  for (const fs::directory_entry& f : fs::directory_iterator(kDir)) {
+    if (f.path().extension() != ".onnx") continue;
+    const std::string stem = f.path().stem().string();
+    const std::string data = stem.substr(0, stem.find("_opset")) + "_data";
+    if (fs::exists(kDir / data / "test_data_set_0/input_0.pb")) list.push_back({stem, data});
+  }
+  std::sort(list.begin(), list.end(), [](const Export& a, const Export& b) { return a.model < b.model; });
   return list;
+}
+
+// The export's symbolic input dims bound as the committed inputs have them: batch 2, any
+// other symbol (seq) 8. The symbols come from the reader's message for a dim no input has.
+DimBindings dims_of(const fs::path& model) {
+  DimBindings dims;
+  try {
+    load_onnx(model, {{"lnv_no_such_dim", 1}});
+  } catch (const lnv::ModelError& e) {
+    const std::string msg = e.what(), key = "its symbolic dims: ";
+    const size_t at = msg.find(key);
+    if (at == std::string::npos) return dims;
+    std::stringstream names(msg.substr(at + key.size(), msg.find(')', at) - at - key.size()));
+    for (std::string name; std::getline(names >> std::ws, name, ',');)
+      dims[name] = name == "batch" ? 2 : 8;
+  }
+  return dims;
 }
 
 std::string ort_dir() {
@@ -146,7 +161,7 @@ size_t agreeing(const std::vector<size_t>& a, const std::vector<size_t>& b) {
 // lnverify's float64 evaluation of the import on `x`; nullopt (with the reason) when an
 // op is not evaluable.
 std::optional<std::vector<double>> exact(const Export& e, const Tensor& x, std::string& why) {
-  const lnv::Graph g = import_onnx(kDir / (e.model + ".onnx"), e.dims);
+  const lnv::Graph g = import_onnx(kDir / (e.model + ".onnx"), dims_of(kDir / (e.model + ".onnx")));
   lnv::Tensor<double> in;
   in.shape = x.dims;
   if (x.is_float()) in.data = x.floats;
@@ -204,7 +219,8 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
     const fs::path folded = dir / "folded.onnx";
     std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(kDir / (e.model + ".onnx")) +
                       " -o " + shell_quoted(folded) + " --rms-op " + rms_op;
-    for (const auto& [name, value] : e.dims) cmd += " --dim " + name + "=" + std::to_string(value);
+    for (const auto& [name, value] : dims_of(kDir / (e.model + ".onnx")))
+      cmd += " --dim " + name + "=" + std::to_string(value);
     ASSERT_EQ(std::system((cmd + " > /dev/null").c_str()), 0) << cmd;
     const Tensor f = run_ort(folded, input, dir / "out");
     const double fold_diff = max_abs_diff(f.floats, *ref);
@@ -215,6 +231,8 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
     EXPECT_EQ(agreeing(fold_top1, ref_top1), ref_top1.size()) << rms_op;
   }
 }
+
+TEST(OrtExports, AreFound) { EXPECT_GE(exports().size(), 11u); }
 
 INSTANTIATE_TEST_SUITE_P(RealExports, Ort, testing::ValuesIn(exports()),
                          [](const testing::TestParamInfo<Export>& info) { return info.param.model; });
