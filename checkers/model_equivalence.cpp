@@ -104,6 +104,17 @@ void require_paired_dropouts(const Graph& a, const std::string& an, const Graph&
   pair_up(db, bn, da, an);
 }
 
+// Whether a and b store the same weights: the same params by name, with equal values.
+bool same_weights(const Graph& a, const Graph& b) {
+  if (a.params.size() != b.params.size()) return false;
+  for (const Param& p : a.params) {
+    if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) return false;
+    const Param& q = b.params[static_cast<size_t>(b.param_index(p.name))];
+    if (q.shape != p.shape || q.values != p.values) return false;
+  }
+  return true;
+}
+
 double to_double(const Mpfr& x) { return x.convert_to<double>(); }
 
 std::string sci(double v) {
@@ -156,7 +167,8 @@ struct Measurement {
 
 class Runner {
  public:
-  Runner(const Graph& a, const Graph& b, const EquivOptions& opt) : a_(a), b_(b), opt_(opt) {
+  Runner(const Graph& a, const Graph& b, const EquivOptions& opt)
+      : a_(a), b_(b), opt_(opt), same_weights_(same_weights(a, b)) {
     for (size_t q = 0; q < a.outputs.size(); ++q)
       quantities_.push_back({"output '" + a.outputs[q] + "'", a.shape_of(a.output_refs[q]),
                              false, static_cast<int>(q), output_position(b, a.outputs[q])});
@@ -200,10 +212,13 @@ class Runner {
     out.detail = ag.detail;
     if (ag.outcome != Outcome::fails) return out;
     // A stable difference within what rounding the stored weights to opt.weight_bits can
-    // cause (a fold's centered weights saved in double) is equal up to weight storage.
-    out.storage_bound = std::max(rounding_bound(a_, opt_.weight_bits, m.scale),
-                                 rounding_bound(b_, opt_.weight_bits, m.scale));
-    if (!opt_.strict && q.max_abs <= out.storage_bound) {
+    // cause (a fold's centered weights saved in double) is equal up to weight storage;
+    // models that store the same weights have no such rounding between them.
+    const bool storage_allowed = !opt_.strict && !same_weights_;
+    if (storage_allowed)
+      out.storage_bound = std::max(rounding_bound(a_, opt_.weight_bits, m.scale),
+                                   rounding_bound(b_, opt_.weight_bits, m.scale));
+    if (storage_allowed && q.max_abs <= out.storage_bound) {
       out.outcome = Outcome::holds;
       out.up_to_weight_storage = true;
       out.detail = "the difference " + sci(q.max_abs) + " stays at twice the precision (above "
@@ -217,8 +232,10 @@ class Runner {
     out.detail = quantities_[i].name + " differs by up to " + sci(q.max_abs) + " (relative " +
                  sci(out.stats.max_rel) + "), " + sci(q.max_abs / m.bound) +
                  " times the rounding bound, stable at twice the precision" +
-                 (opt_.strict ? "" : ", and above the bound for rounded weights (" +
-                                         sci(out.storage_bound) + ")");
+                 (storage_allowed ? ", and above the bound for rounded weights (" +
+                                        sci(out.storage_bound) + ")"
+                  : same_weights_ ? " (both models store the same weights)"
+                                  : "");
     return out;
   }
 
@@ -295,6 +312,7 @@ class Runner {
   const Graph& a_;
   const Graph& b_;
   const EquivOptions& opt_;
+  const bool same_weights_;
   std::vector<Quantity> quantities_;
   std::map<unsigned, Measurement> measurements_;  // per precision
 };

@@ -15,7 +15,8 @@
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
 // (agreement.h): equal, different (a difference that stays at twice the precision), or
 // inconclusive. A stable difference within the bound for weights rounded to
-// opt.weight_bits is equal up to weight storage (docs/spec/decisions.md), unless opt.strict.
+// opt.weight_bits is equal up to weight storage (docs/spec/decisions.md), unless opt.strict
+// or the two models store the same weights (same names, equal values).
 #pragma once
 
 #include <cstdint>

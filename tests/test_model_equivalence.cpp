@@ -150,6 +150,32 @@ TEST(EquivModels, APerturbedWeightIsDifferentWithItsWorstElement) {
   EXPECT_NE(q.detail.find("output 'logits' differs by up to"), std::string::npos) << q.detail;
 }
 
+// The weight-storage allowance: a weight one double apart is equal up to storage (and
+// different with --strict); two models storing the same weights get no allowance, so a
+// structural change smaller than the allowance (a norm's eps) is different.
+TEST(EquivModels, WeightStorageAllowanceOnlyWhereWeightsDiffer) {
+  const Graph g = gpt2();
+  check::EquivOptions lenient = options();
+  lenient.strict = false;
+  Graph ulp = g;
+  double& w = ulp.params[static_cast<size_t>(ulp.param_index("h1.mlp.proj.weight"))].values[7];
+  w = std::nextafter(w, 1.0);
+  const report::EquivReport r = check::equiv_models(g, ulp, lenient);
+  EXPECT_EQ(r.outcome(), Outcome::holds) << r.quantities[0].detail;
+  EXPECT_TRUE(r.quantities[0].up_to_weight_storage);
+  EXPECT_GT(r.quantities[0].storage_bound, r.quantities[0].stats.max_abs);
+  EXPECT_EQ(check::equiv_models(g, ulp, options()).outcome(), Outcome::fails) << "--strict";
+
+  Graph eps = g;
+  eps.nodes[static_cast<size_t>(eps.node_index("ln_f"))].eps *= 1.0001;
+  const report::EquivReport e = check::equiv_models(g, eps, lenient);
+  EXPECT_EQ(e.outcome(), Outcome::fails);
+  EXPECT_LT(e.quantities[0].stats.max_abs, 1e-6) << "far below the allowance it is not given";
+  EXPECT_EQ(e.quantities[0].storage_bound, 0.0);
+  EXPECT_NE(e.quantities[0].detail.find("both models store the same weights"), std::string::npos)
+      << e.quantities[0].detail;
+}
+
 TEST(EquivModels, InputsAreMatchedByNameNotOrder) {
   const Graph a = parse_model(two_inputs(), "");
   const Graph b = parse_model(two_inputs("d", 0.25, true), "");
