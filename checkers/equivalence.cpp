@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "checkers/agreement.h"
 #include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
@@ -167,16 +168,8 @@ struct Comparison {
   std::string worst_quantity;
   int worst_output = -1;  // output index when the worst quantity is an output
   TensorDiff worst;
-};
 
-// Sets the MPFR precision for a scope.
-class Precision {
- public:
-  explicit Precision(unsigned bits) : saved_(eval::mpfr_bits()) { eval::set_mpfr_bits(bits); }
-  ~Precision() { eval::set_mpfr_bits(saved_); }
-
- private:
-  unsigned saved_;
+  Measured measured() const { return {finite, max_abs, bound, scale, worst_ratio}; }
 };
 
 class Checker {
@@ -362,59 +355,28 @@ class Checker {
     return r;
   }
 
-  // The largest bound, relative to the values' scale, under which a difference counts as
-  // rounding: a fold's genuine error can be as small as this without being missed.
-  static constexpr double kCoarsestBound = 0x1p-16;
-
-  // (a)/(b)/(d): the rewrite of `plan` equals the original.
+  // (a)/(b)/(d): the rewrite of `plan` equals the original (agreement.h).
   CheckResult exact(const std::string& kind, const std::string& subject, const FoldPlan& plan) {
     CheckResult res;
     res.kind = kind;
     res.subject = subject;
-    res.bits = bits_;
     res.centered = term_names(plan.center);
     const Graph h = apply_fold(g_, plan);
-    const Comparison c = compare(h);
-    fill(res, c);
-    if (!c.finite) {
-      res.outcome = Outcome::inconclusive;
-      res.detail = "a value of the original or the rewrite is not finite";
-      return res;
-    }
-    // "Within the bound" proves exactness only when the bound is far below the values: at
-    // too few bits a wrong fold's difference fits under it.
-    if (c.bound > kCoarsestBound * c.scale) {
-      res.outcome = Outcome::inconclusive;
-      res.detail = "at " + std::to_string(bits_) + " bits the rounding bound (" +
-                   std::to_string(c.bound) + ") is not far below the values (" +
-                   std::to_string(c.scale) + "): it cannot tell a fold's error from "
-                   "rounding; use more --bits";
-      return res;
-    }
-    if (c.worst_ratio <= 1.0) return res;
-    // Above the bound: rounding (vanishes with more precision) or genuine (stays)?
-    Comparison c2;
-    {
-      Precision more(2 * opt_.bits);
-      c2 = compare(h);
-      if (c2.finite && c2.worst_ratio <= 1.0) {
-        fill(res, c2);
-        res.bits = eval::mpfr_bits();
-        res.detail = "above the bound at " + std::to_string(bits_) + " bits, within it at " +
-                     std::to_string(res.bits);
-        return res;
-      }
-    }
-    if (c2.finite && c2.max_abs >= 0.5 * c.max_abs) {
-      res.outcome = Outcome::fails;
+    std::vector<Comparison> measured;  // at opt.bits, then (if needed) at twice that
+    const Agreement a = judge_agreement(opt_.bits, "the original or the rewrite", [&] {
+      measured.push_back(compare(h));
+      return measured.back().measured();
+    });
+    fill(res, a.remeasured ? measured.back() : measured.front());
+    res.bits = a.bits;
+    res.outcome = a.outcome;
+    res.detail = a.detail;
+    if (a.outcome == Outcome::fails) {
+      const Comparison& c = measured.front();
       res.detail = subject == "plan"
                        ? "the rewrite of the whole plan changes " + c.worst_quantity
                        : "folding " + subject + " changes " + c.worst_quantity;
       res.divergence = divergence(h, c);
-    } else {
-      res.outcome = Outcome::inconclusive;
-      res.detail = "difference " + std::to_string(c.max_abs) + " exceeds the bound but shrinks "
-                   "with precision without vanishing";
     }
     return res;
   }

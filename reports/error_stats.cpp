@@ -13,10 +13,16 @@ void ErrorAccumulator::add(double a, double b) {
     ++nonfinite_;
     return;
   }
-  const double d = std::fabs(a - b);
-  const double m = std::max(std::fabs(a), std::fabs(b));
-  abs_.push_back(d);
-  rel_.push_back(m > 0 ? d / m : 0.0);
+  add_difference(std::fabs(a - b), std::max(std::fabs(a), std::fabs(b)));
+}
+
+void ErrorAccumulator::add_difference(double abs_diff, double magnitude) {
+  if (!std::isfinite(abs_diff) || !std::isfinite(magnitude)) {
+    ++nonfinite_;
+    return;
+  }
+  abs_.push_back(abs_diff);
+  rel_.push_back(magnitude > 0 ? abs_diff / magnitude : 0.0);
 }
 
 namespace {

@@ -1,0 +1,335 @@
+// `lnverify equiv` (model_equivalence.h): the interface check, the shared trials, and each
+// quantity judged by judge_agreement at its precision.
+#include "checkers/model_equivalence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "checkers/agreement.h"
+#include "checkers/equivalence.h"
+#include "core/error.h"
+#include "core/eval/evaluator.h"
+
+namespace lnv::check {
+
+using eval::Mpfr;
+using report::EquivQuantity;
+using report::EquivReport;
+using report::ErrorAccumulator;
+using report::Outcome;
+using report::WorstElement;
+
+namespace {
+
+std::string dtype_text(const Input& in) {
+  return in.dtype == DType::float_ ? "float" : "index (range " + std::to_string(in.range) + ")";
+}
+
+bool is_input(const Graph& g, const std::string& name) {
+  return g.has(name) && g.ref(name).kind == ValueRef::Kind::input;
+}
+
+int output_position(const Graph& g, const std::string& name) {
+  for (size_t q = 0; q < g.outputs.size(); ++q)
+    if (g.outputs[q] == name) return static_cast<int>(q);
+  return -1;
+}
+
+// The dropout nodes of g by name, with their output shapes.
+std::map<std::string, Shape> dropouts(const Graph& g) {
+  std::map<std::string, Shape> out;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == Op::dropout) out.emplace(g.nodes[i].name, g.node_shapes[i]);
+  return out;
+}
+
+void require_same_inputs(const Graph& a, const std::string& an, const Graph& b, const std::string& bn) {
+  for (const Input& in : a.inputs) {
+    const std::string where = "input '" + in.name + "'";
+    if (!is_input(b, in.name))
+      throw ModelError(where, an + " has this input, " + bn + " does not: equiv compares models "
+                              "with the same inputs by name");
+    const Input& other = b.inputs[b.ref(in.name).index];
+    if (in.shape != other.shape)
+      throw ModelError(where, an + " has shape " + to_string(in.shape) + ", " + bn + " " +
+                                  to_string(other.shape));
+    if (in.dtype != other.dtype || in.range != other.range)
+      throw ModelError(where, an + " has dtype " + dtype_text(in) + ", " + bn + " " + dtype_text(other));
+  }
+  for (const Input& in : b.inputs)
+    if (!is_input(a, in.name))
+      throw ModelError("input '" + in.name + "'", bn + " has this input, " + an + " does not: "
+                       "equiv compares models with the same inputs by name");
+}
+
+void require_same_outputs(const Graph& a, const std::string& an, const Graph& b, const std::string& bn) {
+  for (size_t q = 0; q < a.outputs.size(); ++q) {
+    const std::string where = "output '" + a.outputs[q] + "'";
+    const int p = output_position(b, a.outputs[q]);
+    if (p < 0)
+      throw ModelError(where, an + " has this output, " + bn + " does not: equiv compares "
+                              "models with the same outputs by name");
+    const Shape& sa = a.shape_of(a.output_refs[q]);
+    const Shape& sb = b.shape_of(b.output_refs[p]);
+    if (sa != sb)
+      throw ModelError(where, an + " has shape " + to_string(sa) + ", " + bn + " " + to_string(sb));
+  }
+  for (const std::string& o : b.outputs)
+    if (output_position(a, o) < 0)
+      throw ModelError("output '" + o + "'", bn + " has this output, " + an + " does not: "
+                       "equiv compares models with the same outputs by name");
+}
+
+// Training-mode masks are the streams of the dropout nodes' names (docs/spec/decisions.md).
+void require_paired_dropouts(const Graph& a, const std::string& an, const Graph& b, const std::string& bn) {
+  const auto da = dropouts(a), db = dropouts(b);
+  auto pair_up = [](const std::map<std::string, Shape>& from, const std::string& fn,
+                    const std::map<std::string, Shape>& to, const std::string& tn) {
+    for (const auto& [name, shape] : from) {
+      const std::string where = "dropout '" + name + "'";
+      const auto it = to.find(name);
+      if (it == to.end())
+        throw ModelError(where, fn + " has this dropout, " + tn + " has no dropout of that "
+                                "name: in training mode the masks are shared by dropout node "
+                                "name, so every dropout needs a same-named one in the other model");
+      if (it->second != shape)
+        throw ModelError(where, fn + " masks shape " + to_string(shape) + ", " + tn + " " +
+                                    to_string(it->second) + ": a shared mask needs one shape");
+    }
+  };
+  pair_up(da, an, db, bn);
+  pair_up(db, bn, da, an);
+}
+
+// Whether a and b store the same weights: the same params by name, with equal values.
+bool same_weights(const Graph& a, const Graph& b) {
+  if (a.params.size() != b.params.size()) return false;
+  for (const Param& p : a.params) {
+    if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) return false;
+    const Param& q = b.params[static_cast<size_t>(b.param_index(p.name))];
+    if (q.shape != p.shape || q.values != p.values) return false;
+  }
+  return true;
+}
+
+double to_double(const Mpfr& x) { return x.convert_to<double>(); }
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// The largest finite |value| in a list of tensors (an infinite one, e.g. a -inf attention
+// mask, is judged where it reaches a compared quantity, not here).
+double max_finite_magnitude(const std::vector<Tensor<Mpfr>>& ts) {
+  double m = 0.0;
+  for (const Tensor<Mpfr>& t : ts)
+    for (const Mpfr& v : t.data) {
+      const double x = std::fabs(to_double(v));
+      if (std::isfinite(x)) m = std::max(m, x);
+    }
+  return m;
+}
+
+Shape unflatten(int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  return index;
+}
+
+// One compared quantity: where it sits in each model's evaluation.
+struct Quantity {
+  std::string name;
+  Shape shape;
+  bool gradient = false;
+  int a = 0, b = 0;  // output index, or input index for a gradient
+};
+
+// Every quantity compared at one precision over all trials.
+struct Measurement {
+  struct PerQuantity {
+    ErrorAccumulator acc;
+    bool finite = true;
+    double max_abs = 0.0;
+    WorstElement worst;
+  };
+  std::vector<PerQuantity> q;
+  double scale = 1.0;
+  double bound = 0.0;
+};
+
+class Runner {
+ public:
+  Runner(const Graph& a, const Graph& b, const EquivOptions& opt)
+      : a_(a), b_(b), opt_(opt), same_weights_(same_weights(a, b)) {
+    for (size_t q = 0; q < a.outputs.size(); ++q)
+      quantities_.push_back({"output '" + a.outputs[q] + "'", a.shape_of(a.output_refs[q]),
+                             false, static_cast<int>(q), output_position(b, a.outputs[q])});
+    if (!opt.grad) return;
+    for (size_t i = 0; i < a.inputs.size(); ++i)
+      if (a.inputs[i].dtype == DType::float_)
+        quantities_.push_back({"gradient of input '" + a.inputs[i].name + "'", a.inputs[i].shape,
+                               true, static_cast<int>(i), b.ref(a.inputs[i].name).index});
+  }
+
+  EquivReport run() {
+    Precision precision(opt_.bits);
+    EquivReport rep;
+    rep.a = opt_.a_name;
+    rep.b = opt_.b_name;
+    rep.mode = opt_.mode;
+    rep.bits = eval::mpfr_bits();
+    rep.trials = opt_.trials;
+    rep.seed = opt_.seed;
+    rep.grad = opt_.grad;
+    rep.weight_bits = opt_.strict ? 0 : opt_.weight_bits;
+    if (opt_.mode == Mode::training)
+      for (const auto& [name, shape] : dropouts(a_)) rep.dropouts.push_back(name);
+    for (size_t i = 0; i < quantities_.size(); ++i) rep.quantities.push_back(judge(i));
+    return rep;
+  }
+
+ private:
+  EquivQuantity judge(size_t i) {
+    const Agreement ag = judge_agreement(opt_.bits, "A or B", [&] {
+      const Measurement& m = at_current_precision();
+      const Measurement::PerQuantity& q = m.q[i];
+      return Measured{q.finite, q.max_abs, m.bound, m.scale, q.max_abs / m.bound};
+    });
+    Measurement& m = measurements_.at(ag.bits);
+    Measurement::PerQuantity& q = m.q[i];
+    EquivQuantity out;
+    out.stats = q.acc.stats(quantities_[i].name, m.bound, ag.bits);
+    out.shape = quantities_[i].shape;
+    out.outcome = ag.outcome;
+    out.detail = ag.detail;
+    if (ag.outcome != Outcome::fails) return out;
+    // A stable difference within what rounding the stored weights to opt.weight_bits can
+    // cause (a fold's centered weights saved in double) is equal up to weight storage;
+    // models that store the same weights have no such rounding between them.
+    const bool storage_allowed = !opt_.strict && !same_weights_;
+    if (storage_allowed)
+      out.storage_bound = std::max(rounding_bound(a_, opt_.weight_bits, m.scale),
+                                   rounding_bound(b_, opt_.weight_bits, m.scale));
+    if (storage_allowed && q.max_abs <= out.storage_bound) {
+      out.outcome = Outcome::holds;
+      out.up_to_weight_storage = true;
+      out.detail = "the difference " + sci(q.max_abs) + " stays at twice the precision (above "
+                   "the rounding bound " + sci(m.bound) + ") but is within " +
+                   sci(out.storage_bound) + ", what rounding the weights to " +
+                   std::to_string(opt_.weight_bits) + " bits can cause: equal up to weight "
+                   "storage (--strict: different)";
+      return out;
+    }
+    out.worst = q.worst;
+    out.detail = quantities_[i].name + " differs by up to " + sci(q.max_abs) + " (relative " +
+                 sci(out.stats.max_rel) + "), " + sci(q.max_abs / m.bound) +
+                 " times the rounding bound, stable at twice the precision" +
+                 (storage_allowed ? ", and above the bound for rounded weights (" +
+                                        sci(out.storage_bound) + ")"
+                  : same_weights_ ? " (both models store the same weights)"
+                                  : "");
+    return out;
+  }
+
+  Measurement& at_current_precision() {
+    const unsigned bits = eval::mpfr_bits();
+    auto it = measurements_.find(bits);
+    if (it == measurements_.end()) it = measurements_.emplace(bits, measure()).first;
+    return it->second;
+  }
+
+  Measurement measure() {
+    Measurement m;
+    m.q.resize(quantities_.size());
+    struct Values {
+      std::vector<Tensor<Mpfr>> a, b;
+    };
+    std::vector<Values> per_trial;  // the compared tensors of each trial
+    for (int k = 0; k < opt_.trials; ++k) {
+      const uint64_t seed = opt_.seed + static_cast<uint64_t>(k);
+      const eval::RunOptions ro{opt_.mode, seed};
+      std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed), in_b;
+      for (const Input& in : b_.inputs) in_b.push_back(in_a[a_.ref(in.name).index]);
+      const eval::Evaluation<Mpfr> ea = eval::evaluate(a_, std::move(in_a), ro);
+      const eval::Evaluation<Mpfr> eb = eval::evaluate(b_, std::move(in_b), ro);
+      m.scale = std::max({m.scale, max_finite_magnitude(ea.nodes), max_finite_magnitude(eb.nodes),
+                          max_finite_magnitude(ea.inputs)});
+      Values v;
+      for (const Quantity& q : quantities_) {
+        if (q.gradient) continue;
+        v.a.push_back(ea.outputs[q.a]);
+        v.b.push_back(eb.outputs[q.b]);
+      }
+      if (opt_.grad) {
+        const eval::Gradients<Mpfr> ga = eval::gradients(a_, ea, ro);
+        const eval::Gradients<Mpfr> gb = eval::gradients(b_, eb, ro);
+        m.scale = std::max({m.scale, max_finite_magnitude(ga.inputs), max_finite_magnitude(gb.inputs)});
+        for (const Quantity& q : quantities_) {
+          if (!q.gradient) continue;
+          v.a.push_back(ga.inputs[q.a]);
+          v.b.push_back(gb.inputs[q.b]);
+        }
+      }
+      per_trial.push_back(std::move(v));
+    }
+    m.bound = std::max(rounding_bound(a_, eval::mpfr_bits(), m.scale),
+                       rounding_bound(b_, eval::mpfr_bits(), m.scale));
+    for (int k = 0; k < opt_.trials; ++k)
+      for (size_t i = 0; i < quantities_.size(); ++i)
+        add(m.q[i], per_trial[k].a[i], per_trial[k].b[i], k, quantities_[i].shape);
+    return m;
+  }
+
+  void add(Measurement::PerQuantity& q, const Tensor<Mpfr>& a, const Tensor<Mpfr>& b, int trial,
+           const Shape& shape) const {
+    LNV_INTERNAL_ASSERT(a.shape == b.shape, "equiv: compared quantities differ in shape");
+    for (int64_t e = 0; e < a.size(); ++e) {
+      const Mpfr& x = a.data[e];
+      const Mpfr& y = b.data[e];
+      if (!boost::multiprecision::isfinite(x) || !boost::multiprecision::isfinite(y)) {
+        q.acc.add_difference(INFINITY, INFINITY);
+        q.finite = false;
+        continue;
+      }
+      const double d = to_double(Mpfr(abs(x - y)));
+      q.acc.add_difference(d, std::max(std::fabs(to_double(x)), std::fabs(to_double(y))));
+      if (d > q.max_abs) {
+        q.max_abs = d;
+        q.worst = {trial, opt_.seed + static_cast<uint64_t>(trial), e, unflatten(e, shape),
+                   to_double(x), to_double(y)};
+      }
+    }
+  }
+
+  const Graph& a_;
+  const Graph& b_;
+  const EquivOptions& opt_;
+  const bool same_weights_;
+  std::vector<Quantity> quantities_;
+  std::map<unsigned, Measurement> measurements_;  // per precision
+};
+
+}  // namespace
+
+void require_same_interface(const Graph& a, const std::string& a_name, const Graph& b,
+                            const std::string& b_name, Mode mode) {
+  require_same_inputs(a, a_name, b, b_name);
+  require_same_outputs(a, a_name, b, b_name);
+  if (mode == Mode::training) require_paired_dropouts(a, a_name, b, b_name);
+}
+
+report::EquivReport equiv_models(const Graph& a, const Graph& b, const EquivOptions& opt) {
+  LNV_INTERNAL_ASSERT(a.finalized() && b.finalized(), "equiv_models needs finalized graphs");
+  LNV_INTERNAL_ASSERT(opt.trials >= 1, "equiv_models needs at least one trial");
+  return Runner(a, b, opt).run();
+}
+
+}  // namespace lnv::check

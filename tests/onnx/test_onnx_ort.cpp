@@ -1,0 +1,270 @@
+// ONNX Runtime as a real runtime for the exports of tests/data/onnx/ (each
+// `<model>_opset<N>.onnx` with a `<model>_data` folder, found on disk): each runs in
+// onnxruntime-node (tools/ort_run.js, one thread) on its committed input, and its float32
+// output is held to lnverify's float64 evaluation of the import:
+//
+//   - max |ORT - lnverify| <= kNoiseFactor * noise, where noise is the export's own float32
+//     noise: max |PyTorch's committed float32 output - lnverify's float64 evaluation|, or
+//     one float32 unit in the last place of the largest output if that is larger (a model
+//     PyTorch happens to compute to the last bit still rounds once in float32);
+//   - top-1 agreement 100%: the argmax over the last axis of every row is the same.
+//
+// Where lnverify cannot evaluate an export yet (an op imported as opaque), ORT is held to
+// PyTorch's output instead: top-1 agreement, and the difference is printed.
+//
+// When `lnverify fold` writes ONNX (`--rms-op decomposed|ort|onnx23`), each spelling of
+// each export's fold runs in ORT too and is held to the same bound against the
+// *original's* float64 evaluation (the fold changes nothing but float32 rounding).
+//
+// Skipped, saying why, when node or onnxruntime-node (scripts/setup.sh) is missing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/eval/evaluator.h"
+#include "onnx/import.h"
+#include "onnx/onnx_model.h"
+
+namespace fs = std::filesystem;
+using namespace lnv::onnx_import;
+
+namespace {
+
+const fs::path kSource = LNV_SOURCE_DIR;
+const fs::path kDir = kSource / "tests/data/onnx";
+constexpr double kNoiseFactor = 4.0;
+
+// An export of tests/data/onnx/ (every `<model>_opset<N>.onnx` with a `<model>_data`
+// folder), found on disk so that a new export is tested as soon as it is committed.
+struct Export {
+  std::string model;  // file stem
+  std::string data;   // data folder
+};
+
+std::vector<Export> exports() {
+  std::vector<Export> list;
+  for (const fs::directory_entry& f : fs::directory_iterator(kDir)) {
+    if (f.path().extension() != ".onnx") continue;
+    const std::string stem = f.path().stem().string();
+    const std::string data = stem.substr(0, stem.find("_opset")) + "_data";
+    if (fs::exists(kDir / data / "test_data_set_0/input_0.pb")) list.push_back({stem, data});
+  }
+  std::sort(list.begin(), list.end(), [](const Export& a, const Export& b) { return a.model < b.model; });
+  return list;
+}
+
+// The export's symbolic input dims bound as the committed inputs have them: batch 2, any
+// other symbol (seq) 8. The symbols come from the reader's message for a dim no input has.
+DimBindings dims_of(const fs::path& model) {
+  DimBindings dims;
+  try {
+    load_onnx(model, {{"lnv_no_such_dim", 1}});
+  } catch (const lnv::ModelError& e) {
+    const std::string msg = e.what(), key = "its symbolic dims: ";
+    const size_t at = msg.find(key);
+    if (at == std::string::npos) return dims;
+    std::stringstream names(msg.substr(at + key.size(), msg.find(')', at) - at - key.size()));
+    for (std::string name; std::getline(names >> std::ws, name, ',');)
+      dims[name] = name == "batch" ? 2 : 8;
+  }
+  return dims;
+}
+
+std::string ort_dir() {
+  if (const char* d = std::getenv("LNV_ORT_DIR")) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.cache/lnverify/onnxruntime";
+}
+
+// Why ORT cannot run here, or "" when it can.
+std::string ort_missing() {
+  if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
+  if (!fs::exists(fs::path(ort_dir()) / "node_modules/onnxruntime-node"))
+    return "onnxruntime-node is not installed under " + ort_dir() + " (bash scripts/setup.sh)";
+  return "";
+}
+
+std::string shell_quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// Runs `model` in ORT on `input` with `threads` intra-op threads; returns its first output.
+Tensor run_ort(const fs::path& model, const fs::path& input, const fs::path& out, int threads = 1) {
+  const std::string cmd = "node " + shell_quoted(kSource / "tools/ort_run.js") + " " + shell_quoted(model) +
+                          " " + shell_quoted(out) + " --threads " + std::to_string(threads) + " " +
+                          shell_quoted(input) + " > " +
+                          shell_quoted(out.string() + ".log") + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream log(out.string() + ".log");
+    std::stringstream s;
+    s << log.rdbuf();
+    throw std::runtime_error("ort_run failed on " + model.string() + ": " + s.str());
+  }
+  return load_tensor_pb(out / "output_0.pb");
+}
+
+// This process's scratch folder, removed at exit.
+const fs::path& scratch_root() {
+  struct Root {
+    fs::path path = fs::temp_directory_path() / ("lnv_ort_" + std::to_string(::getpid()));
+    ~Root() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Root root;
+  return root.path;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = scratch_root() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// The argmax over the last axis of every row.
+std::vector<size_t> top1(const std::vector<double>& v, const std::vector<int64_t>& dims) {
+  const size_t cols = static_cast<size_t>(dims.back());
+  std::vector<size_t> out;
+  for (size_t r = 0; r + cols <= v.size(); r += cols)
+    out.push_back(static_cast<size_t>(std::max_element(v.begin() + r, v.begin() + r + cols) - (v.begin() + r)));
+  return out;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+double largest(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+size_t agreeing(const std::vector<size_t>& a, const std::vector<size_t>& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] == b[i];
+  return n;
+}
+
+// lnverify's float64 evaluation of the import on `x`; nullopt (with the reason) when an
+// op is not evaluable.
+std::optional<std::vector<double>> exact(const Export& e, const Tensor& x, std::string& why) {
+  const lnv::Graph g = import_onnx(kDir / (e.model + ".onnx"), dims_of(kDir / (e.model + ".onnx")));
+  lnv::Tensor<double> in;
+  in.shape = x.dims;
+  if (x.is_float()) in.data = x.floats;
+  else in.data.assign(x.ints.begin(), x.ints.end());
+  try {
+    return lnv::eval::evaluate<double>(g, {in}, lnv::eval::RunOptions{}).outputs.at(0).data;
+  } catch (const lnv::NotEvaluableError& err) {
+    why = err.what();
+    return std::nullopt;
+  }
+}
+
+// Whether this lnverify's `fold` writes ONNX (the --rms-op option).
+bool fold_writes_onnx() {
+  const std::string cmd = std::string("'") + LNV_CLI + "' fold --help 2>&1 | grep -q -- --rms-op";
+  return std::system(cmd.c_str()) == 0;
+}
+
+class Ort : public testing::TestWithParam<Export> {};
+
+TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  const Export& e = GetParam();
+  const fs::path data = kDir / e.data / "test_data_set_0";
+  const fs::path input = data / "input_0.pb";
+  const Tensor torch = load_tensor_pb(data / "output_0.pb");
+  const Tensor ort = run_ort(kDir / (e.model + ".onnx"), input, scratch(e.model));
+  ASSERT_EQ(ort.dims, torch.dims);
+  const auto ort_top1 = top1(ort.floats, ort.dims);
+
+  std::string why;
+  const std::optional<std::vector<double>> ref = exact(e, load_tensor_pb(input), why);
+  if (!ref) {
+    const auto torch_top1 = top1(torch.floats, torch.dims);
+    std::cout << e.model << ": lnverify cannot evaluate it (" << why << "); ORT against PyTorch: "
+              << "max abs " << max_abs_diff(ort.floats, torch.floats) << ", top-1 "
+              << agreeing(ort_top1, torch_top1) << "/" << torch_top1.size() << "\n";
+    EXPECT_EQ(agreeing(ort_top1, torch_top1), torch_top1.size());
+    return;
+  }
+  const double ulp = std::ldexp(largest(*ref), -23);
+  const double torch_noise = max_abs_diff(torch.floats, *ref);
+  const double bound = kNoiseFactor * std::max(torch_noise, ulp);
+  const double ort_diff = max_abs_diff(ort.floats, *ref);
+  const auto ref_top1 = top1(*ref, torch.dims);
+  std::cout << e.model << ": max |ORT - lnverify f64| " << ort_diff << ", max |PyTorch - lnverify f64| "
+            << torch_noise << " (1 ulp " << ulp << "; bound " << bound << "), top-1 "
+            << agreeing(ort_top1, ref_top1) << "/" << ref_top1.size() << "\n";
+  EXPECT_LE(ort_diff, bound);
+  EXPECT_EQ(agreeing(ort_top1, ref_top1), ref_top1.size());
+
+  if (!fold_writes_onnx()) return;
+  for (const char* rms_op : {"decomposed", "ort", "onnx23"}) {
+    const fs::path dir = scratch(e.model + "." + rms_op);
+    const fs::path folded = dir / "folded.onnx";
+    std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(kDir / (e.model + ".onnx")) +
+                      " -o " + shell_quoted(folded) + " --rms-op " + rms_op;
+    for (const auto& [name, value] : dims_of(kDir / (e.model + ".onnx")))
+      cmd += " --dim " + name + "=" + std::to_string(value);
+    ASSERT_EQ(std::system((cmd + " > /dev/null").c_str()), 0) << cmd;
+    const Tensor f = run_ort(folded, input, dir / "out");
+    const double fold_diff = max_abs_diff(f.floats, *ref);
+    const auto fold_top1 = top1(f.floats, f.dims);
+    std::cout << "  fold --rms-op " << rms_op << ": max |ORT - lnverify f64 of the original| "
+              << fold_diff << ", top-1 " << agreeing(fold_top1, ref_top1) << "/" << ref_top1.size() << "\n";
+    EXPECT_LE(fold_diff, bound) << rms_op;
+    EXPECT_EQ(agreeing(fold_top1, ref_top1), ref_top1.size()) << rms_op;
+  }
+}
+
+TEST(OrtExports, AreFound) { EXPECT_GE(exports().size(), 11u); }
+
+INSTANTIATE_TEST_SUITE_P(RealExports, Ort, testing::ValuesIn(exports()),
+                         [](const testing::TestParamInfo<Export>& info) { return info.param.model; });
+
+// --threads reaches ORT: BERT's output with 2 threads is its 1-thread output up to
+// float32 rounding of another summation order (one unit in the last place per element).
+TEST(OrtRun, ThreadsChangeOnlyRounding) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path model = kDir / "bert_tiny_opset17.onnx";
+  const fs::path input = kDir / "bert_tiny_data/test_data_set_0/input_0.pb";
+  const Tensor one = run_ort(model, input, scratch("threads1"), 1);
+  const Tensor two = run_ort(model, input, scratch("threads2"), 2);
+  ASSERT_EQ(one.dims, two.dims);
+  EXPECT_LE(max_abs_diff(one.floats, two.floats), std::ldexp(largest(one.floats), -22));
+}
+
+// The runner refuses what it cannot do, with a message, instead of writing anything.
+TEST(OrtRun, RefusesBadArguments) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = scratch("bad");
+  const std::string runner = "node " + shell_quoted(kSource / "tools/ort_run.js");
+  const fs::path model = kDir / "mlp_tiny_opset17.onnx";
+  const fs::path input = kDir / "mlp_tiny_data/test_data_set_0/input_0.pb";
+  EXPECT_NE(std::system((runner + " " + shell_quoted(model) + " " + shell_quoted(dir / "a") + " 2>/dev/null").c_str()), 0)
+      << "no input file for a model with one input";
+  EXPECT_NE(std::system((runner + " " + shell_quoted(model) + " " + shell_quoted(dir / "b") + " --threads 0 " +
+                         shell_quoted(input) + " 2>/dev/null").c_str()), 0);
+  EXPECT_NE(std::system((runner + " " + shell_quoted(model) + " " + shell_quoted(dir / "c") + " " + shell_quoted(model) +
+                         " 2>/dev/null").c_str()), 0)
+      << "an .onnx file is not a TensorProto";
+  EXPECT_FALSE(fs::exists(dir / "a/output_0.pb") || fs::exists(dir / "b/output_0.pb") ||
+               fs::exists(dir / "c/output_0.pb"));
+}
+
+}  // namespace
