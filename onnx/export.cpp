@@ -14,6 +14,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -168,20 +169,35 @@ class Exporter {
   }
 
   // The initializer holding param `name` as a node reads it: its effective values, centered
-  // over `axis` of its shape for a cbwc producer (a copy `<name>.cbwc` when centered).
-  std::string param(const std::string& name, int64_t axis) {
-    const auto key = std::make_pair(name, axis);
+  // over `axis` of its shape for a cbwc producer (a copy `<name>.cbwc`), transposed (a 2-D
+  // weight, for MatMul: `<name>.transposed`).
+  std::string param(const std::string& name, int64_t axis, bool transposed = false) {
+    const auto key = std::make_tuple(name, axis, transposed);
     if (auto it = params_.find(key); it != params_.end()) return it->second;
-    const Param& p = g_.params[g_.param_index(name)];
+    const Param& p = g_.params[size_t(g_.param_index(name))];
     std::vector<double> v = effective_values(p);
+    Shape shape = p.shape;
     if (axis >= 0) v = centered(std::move(v), p.shape, axis);
-    const std::string init = axis < 0 ? name : fresh(name + ".cbwc");
-    float_init(init, p.shape, v, "param '" + name + "'");
+    if (transposed) {
+      const int64_t rows = shape[0], cols = shape[1];
+      std::vector<double> t(v.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = v[size_t(r * cols + c)];
+      v = std::move(t);
+      shape = {cols, rows};
+    }
+    const std::string init = axis < 0 && !transposed ? name
+                             : fresh(name + (axis >= 0 ? ".cbwc" : "") + (transposed ? ".transposed" : ""));
+    float_init(init, shape, v, "param '" + name + "'");
     return params_[key] = init;
+  }
+  // The CBWC axis of a param attribute of `n` (-1: read as stored).
+  static int64_t cbwc_axis(const Node& n, const std::string& attr) {
+    return n.cbwc ? cbwc_attr_axis(n.op, attr) : -1;
   }
   std::string param_attr(const Node& n, const std::string& attr, const std::string& name) {
     if (name.empty()) return "";
-    return param(name, n.cbwc ? cbwc_attr_axis(n.op, attr) : -1);
+    return param(name, cbwc_axis(n, attr));
   }
   // The ONNX value of a model.json name read by a node.
   std::string value(const std::string& name) {
@@ -191,27 +207,23 @@ class Exporter {
 
   // ------------------------------------------------------------ shared spellings
 
-  // y = x Wᵀ + b over x's last axis: Gemm (transB) on x flattened to rows, reshaped back
-  // when x is not a matrix. The Gemm is named `name`; the result is the value `out`.
+  // y = x Wᵀ + b over x's last axis, the product named `name`, into the value `out`: for a
+  // matrix x, Gemm(x, W, b, transB) (which the importer reads as `linear`); else
+  // MatMul(x, Wᵀ) and Add(b), as PyTorch exports nn.Linear (the importer's `matmul` by a
+  // param and `add` of one). `w` is the weight's param name and `axis` its CBWC axis.
   std::string linear(const std::string& name, const std::string& x, const Shape& xs,
-                     const std::string& w, int64_t out_features, const std::string& b,
-                     const std::string& out) {
-    std::vector<std::string> in = {x, w};
-    if (!b.empty()) in.push_back(b);
+                     const std::string& w, int64_t axis, const std::string& b, const std::string& out) {
     ox::NodeProto* np = nullptr;
     if (xs.size() == 2) {
+      std::vector<std::string> in = {x, param(w, axis)};
+      if (!b.empty()) in.push_back(b);
       emit("Gemm", name, in, out, &np);
       attr_i(np, "transB", 1);
       return out;
     }
-    const int64_t cols = xs.empty() ? 1 : xs.back();
-    in[0] = step("Reshape", name, "rows", {x, ints(name, "rows_shape", {numel(xs) / cols, cols})});
-    const std::string gemm = emit("Gemm", name, in, fresh(name + ".gemm"), &np);
-    attr_i(np, "transB", 1);
-    std::vector<int64_t> back(xs.begin(), xs.end() - 1);
-    back.push_back(out_features);
-    const std::string shape = ints(name, "out_shape", back);
-    return emit("Reshape", fresh(name + ".unrows"), {gemm, shape}, out);
+    const std::string product = emit("MatMul", name, {x, param(w, axis, /*transposed=*/true)},
+                                     b.empty() ? out : fresh(name + ".product"));
+    return b.empty() ? out : emit("Add", fresh(name + ".bias"), {product, b}, out);
   }
 
   // A LayerNorm or RMSNorm of x (shape xs) over `axes` (as written) into value `out`, the
@@ -243,34 +255,14 @@ class Exporter {
     if (trailing) red = written;
     Shape over;
     for (int64_t a : axes) over.push_back(xs[a]);
-    if (kind == Op::layer_norm) {
-      const std::string scale = w.empty() ? float_const(name, "ones", over, std::vector<double>(numel(over), 1.0)) : w;
-      std::vector<std::string> inputs = {in, scale};
+    if (kind == Op::layer_norm && !w.empty()) {
+      std::vector<std::string> inputs = {in, w};
       if (!b.empty()) inputs.push_back(b);
       emit("LayerNormalization", name, inputs, normed, &np);
-      attr_i(np, "axis", trailing ? *std::min_element(written.begin(), written.end(), [&](int64_t p, int64_t q) {
-                                      return (p < 0 ? p + rank : p) < (q < 0 ? q + rank : q);
-                                    })
-                                  : rank - k);
+      attr_i(np, "axis", trailing ? rank - k - (written.front() < 0 ? rank : 0) : rank - k);
       attr_f(np, "epsilon", eps);
     } else {
-      // Pow -> ReduceMean -> Add eps -> Sqrt -> Div -> [Mul weight] -> [Add bias], the
-      // spelling onnx/import_patterns.cpp reads as rms_norm (named after the Pow).
-      const std::string sq = emit("Pow", name, {in, scalar(name, "two", 2.0)}, fresh(name + ".square"));
-      const std::string ms = step("ReduceMean", name, "mean_square", {sq}, &np);
-      attr_ints(np, "axes", red);
-      attr_i(np, "keepdims", 1);
-      const std::string mse = step("Add", name, "mean_square_eps", {ms, scalar(name, "eps", eps)});
-      const std::string rms = step("Sqrt", name, "rms", {mse});
-      std::vector<std::pair<std::string, std::string>> tail = {{"Div", rms}};
-      if (!w.empty()) tail.push_back({"Mul", w});
-      if (!b.empty()) tail.push_back({"Add", b});
-      std::string v = in;
-      for (size_t i = 0; i < tail.size(); ++i) {
-        const bool last = i + 1 == tail.size();
-        const std::string node = fresh(name + "." + (i == 0 ? "div" : tail[i].first == "Mul" ? "weight" : "bias"));
-        v = emit(tail[i].first, node, {v, tail[i].second}, last ? normed : node);
-      }
+      decomposed_norm(name, kind, in, red, eps, w, b, normed);
     }
     if (trailing) return out;
     std::vector<int64_t> inverse(size_t(rank), 0);
@@ -280,12 +272,47 @@ class Exporter {
     return out;
   }
 
+  // A norm over the trailing axes `red` of `in`, spelled as the importer
+  // (onnx/import_patterns.cpp) reads it back, its first node named `name`:
+  // layer_norm: ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div;
+  // rms_norm: Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div; then [Mul weight], [Add bias].
+  // (LayerNormalization needs a Scale: a layer_norm without weight is spelled out, so that
+  // it reads back without one.)
+  void decomposed_norm(const std::string& name, Op kind, const std::string& in,
+                       const std::vector<int64_t>& red, double eps, const std::string& w,
+                       const std::string& b, const std::string& out) {
+    ox::NodeProto* np = nullptr;
+    auto reduce_mean = [&](const std::string& node, const std::string& x, const std::string& value) {
+      emit("ReduceMean", node, {x}, value, &np);
+      attr_ints(np, "axes", red);
+      attr_i(np, "keepdims", 1);
+      return value;
+    };
+    const bool rms = kind == Op::rms_norm;
+    std::string d = in;
+    if (!rms) d = step("Sub", name, "centered", {in, reduce_mean(name, in, fresh(name + ".mean"))});
+    const std::string two = scalar(name, "two", 2.0);
+    const std::string sq = rms ? emit("Pow", name, {d, two}, fresh(name + ".square"))
+                               : step("Pow", name, "square", {d, two});
+    const std::string var = reduce_mean(fresh(name + ".mean_square"), sq, fresh(name + ".mean_square_value"));
+    const std::string ve = step("Add", name, "mean_square_eps", {var, scalar(name, "eps", eps)});
+    const std::string den = step("Sqrt", name, "root", {ve});
+    std::vector<std::pair<std::string, std::string>> tail = {{"Div", den}};
+    if (!w.empty()) tail.push_back({"Mul", w});
+    if (!b.empty()) tail.push_back({"Add", b});
+    std::string v = d;
+    for (size_t i = 0; i < tail.size(); ++i) {
+      const std::string node = fresh(name + "." + (i == 0 ? "normalized" : i == 1 && !w.empty() ? "weighted" : "biased"));
+      v = emit(tail[i].first, node, {v, tail[i].second}, i + 1 == tail.size() ? out : node);
+    }
+  }
+
   // ------------------------------------------------------------ one function per family
 
   void export_node(int32_t i) {
     const Node& n = g_.nodes[size_t(i)];
     switch (n.op) {
-      case Op::linear: return export_linear(n, i);
+      case Op::linear: return export_linear(n);
       case Op::matmul: return export_matmul(n, i);
       case Op::embedding: return export_embedding(n);
       case Op::conv1d: case Op::conv2d: return export_conv(n);
@@ -333,9 +360,8 @@ class Exporter {
     throw ModelError(where(n), "ONNX export does not know this op yet");
   }
 
-  void export_linear(const Node& n, int32_t i) {
-    const Shape& xs = g_.shape_of(n.inputs[0]);
-    linear(n.name, value(n.inputs[0]), xs, param_attr(n, "weight", n.weight), g_.node_shapes[size_t(i)].back(),
+  void export_linear(const Node& n) {
+    linear(n.name, value(n.inputs[0]), g_.shape_of(n.inputs[0]), n.weight, cbwc_axis(n, "weight"),
            param_attr(n, "bias", n.bias), n.name);
   }
 
@@ -388,10 +414,10 @@ class Exporter {
   void export_rnn(const Node& n, int32_t i) {
     const Shape& xs = g_.shape_of(n.inputs[0]);
     const int64_t batch = xs[0], steps = xs[1], hidden = g_.node_shapes[size_t(i)][2];
-    const std::string wih = param_attr(n, "weight_ih", n.weight_ih);
     const std::string whh = param_attr(n, "weight_hh", n.weight_hh);
-    const std::string proj = linear(fresh(n.name + ".input_projection"), value(n.inputs[0]), xs, wih,
-                                    hidden, param_attr(n, "bias", n.bias), fresh(n.name + ".projected"));
+    const std::string proj = linear(fresh(n.name + ".input_projection"), value(n.inputs[0]), xs, n.weight_ih,
+                                    cbwc_axis(n, "weight_ih"), param_attr(n, "bias", n.bias),
+                                    fresh(n.name + ".projected"));
     const std::string row_shape = ints(n.name, "step_shape", {batch, hidden});
     const std::string col_shape = ints(n.name, "time_shape", {batch, 1, hidden});
     std::string h;
@@ -431,16 +457,16 @@ class Exporter {
     ox::NodeProto* np = nullptr;
     auto head_view = [&](const std::string& what, const std::string& w, const std::string& b,
                          const std::vector<int64_t>& perm) {
-      const std::string p = linear(fresh(n.name + "." + what), x, xs, w, d, b,
-                                   fresh(n.name + "." + what + "_projected"));
+      const std::string p = linear(fresh(n.name + "." + what), x, xs, w, cbwc_axis(n, "w" + what),
+                                   b, fresh(n.name + "." + what + "_projected"));
       const std::string r = step("Reshape", n.name, std::string(what) + "_heads", {p, split});
       const std::string t = step("Transpose", n.name, std::string(what) + "_by_head", {r}, &np);
       attr_ints(np, "perm", perm);
       return t;
     };
-    const std::string q = head_view("q", param_attr(n, "wq", n.wq), param_attr(n, "bq", n.bq), {0, 2, 1, 3});
-    const std::string k = head_view("k", param_attr(n, "wk", n.wk), param_attr(n, "bk", n.bk), {0, 2, 3, 1});
-    const std::string v = head_view("v", param_attr(n, "wv", n.wv), param_attr(n, "bv", n.bv), {0, 2, 1, 3});
+    const std::string q = head_view("q", n.wq, param_attr(n, "bq", n.bq), {0, 2, 1, 3});
+    const std::string k = head_view("k", n.wk, param_attr(n, "bk", n.bk), {0, 2, 3, 1});
+    const std::string v = head_view("v", n.wv, param_attr(n, "bv", n.bv), {0, 2, 1, 3});
     std::string s = step("MatMul", n.name, "scores", {q, k});
     s = step("Mul", n.name, "scaled_scores", {s, scalar(n.name, "inv_sqrt_head_dim", 1.0 / std::sqrt(double(dh)))});
     if (n.causal) {
@@ -455,7 +481,7 @@ class Exporter {
     const std::string ot = step("Transpose", n.name, "context_by_token", {o}, &np);
     attr_ints(np, "perm", {0, 2, 1, 3});
     const std::string merged = step("Reshape", n.name, "merged", {ot, ints(n.name, "merged_shape", {batch, steps, d})});
-    linear(n.name, merged, xs, param_attr(n, "wo", n.wo), d, param_attr(n, "bo", n.bo), n.name);
+    linear(n.name, merged, xs, n.wo, cbwc_axis(n, "wo"), param_attr(n, "bo", n.bo), n.name);
   }
 
   void export_binary(const Node& n) {
@@ -539,7 +565,7 @@ class Exporter {
   const Graph& g_;
   ox::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
-  std::map<std::pair<std::string, int64_t>, std::string> params_;
+  std::map<std::tuple<std::string, int64_t, bool>, std::string> params_;
 };
 
 // ONNX's full check: the checker, then shape inference in strict mode (an op whose inputs
