@@ -470,10 +470,13 @@ class Exporter {
     std::string s = step("MatMul", n.name, "scores", {q, k});
     s = step("Mul", n.name, "scaled_scores", {s, scalar(n.name, "inv_sqrt_head_dim", 1.0 / std::sqrt(double(dh)))});
     if (n.causal) {
+      // One mask per sequence length, shared by the attention nodes.
       std::vector<double> mask(size_t(steps * steps), 0.0);
       for (int64_t r = 0; r < steps; ++r)
         for (int64_t c = r + 1; c < steps; ++c) mask[size_t(r * steps + c)] = kMaskFill;
-      s = step("Add", n.name, "masked_scores", {s, float_const(n.name, "causal_mask", {steps, steps}, mask)});
+      auto [it, fresh_mask] = causal_masks_.try_emplace(steps);
+      if (fresh_mask) it->second = float_init(fresh("causal_mask." + std::to_string(steps)), {steps, steps}, mask, where(n));
+      s = step("Add", n.name, "masked_scores", {s, it->second});
     }
     const std::string pr = step("Softmax", n.name, "probs", {s}, &np);
     attr_i(np, "axis", -1);
@@ -566,17 +569,19 @@ class Exporter {
   ox::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
   std::map<std::tuple<std::string, int64_t, bool>, std::string> params_;
+  std::map<int64_t, std::string> causal_masks_;  // by sequence length
 };
 
 // ONNX's full check: the checker, then shape inference in strict mode (an op whose inputs
 // do not fit its schema, or an inferred shape that disagrees with a declared one, fails).
-void check(const ox::ModelProto& mp) {
+// The value_info inference adds is dropped again (the model stays as built; no copy of
+// the weights is made).
+void check(ox::ModelProto& mp) {
   try {
     ox::checker::check_model(mp);
-    ox::ModelProto copy;
-    copy.CopyFrom(mp);
     ox::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1, /*data_prop=*/false);
-    ox::shape_inference::InferShapes(copy, ox::OpSchemaRegistry::Instance(), options);
+    ox::shape_inference::InferShapes(mp, ox::OpSchemaRegistry::Instance(), options);
+    mp.mutable_graph()->clear_value_info();
   } catch (const std::exception& e) {
     throw InternalError(std::string("the exported ONNX model fails ONNX's checker: ") + e.what());
   }
