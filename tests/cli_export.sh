@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `lnverify export MODEL.json -o MODEL.onnx`: the ONNX file imports back with the same
+# verdicts, external data, errors (exit 2, nothing written), and exports covering every
+# op run in ONNX Runtime (onnxruntime-node) with the outputs of lnverify's double
+# evaluation (skipped, saying so, without node or onnxruntime-node). The round trips of
+# every model are tests/onnx/test_onnx_export.cpp.
+#   bash tests/cli_export.sh PATH/TO/lnverify
+set -uo pipefail
+source "$(dirname "$0")/cli_lib.sh" "$1"
+G="$ROOT/examples/gpt2_tiny.json"
+
+# --- export, import, audit ---------------------------------------------------------------
+run "export gpt2_tiny" 0 "$LNV" export "$G" -o "$T/g.onnx"
+has "export: opset and counts" "wrote .*g.onnx: ONNX opset 17, [0-9]+ nodes, [0-9]+ initializers"
+run "import of the export" 0 "$LNV" import "$T/g.onnx" -o "$T/g.json"
+has "import: the 5 norms" "\(5 norms\)"
+"$LNV" audit "$G" | tail -1 > "$T/want"
+run "audit of the ONNX export" 0 "$LNV" audit "$T/g.onnx"
+if tail -1 "$T/out" | cmp -s - "$T/want"; then ok "audit: the summary of the original"; else bad "audit: the summary differs from $(cat "$T/want")"; fi
+has "audit: LN names kept" "^h0.ln_1 +yes +no"
+run "check of the ONNX export proves its folds" 0 "$LNV" check "$T/g.onnx" --bits 128 --trials 1
+has "check: holds" "result: holds"
+
+# --- external data -----------------------------------------------------------------------
+run "export --external-data" 0 "$LNV" export "$G" -o "$T/e.onnx" --external-data
+has "external: the data file named" "bytes in .*e.onnx.data"
+if [ -s "$T/e.onnx.data" ] && [ "$(stat -c %s "$T/e.onnx")" -lt "$(stat -c %s "$T/g.onnx")" ]; then
+  ok "external: weights moved to e.onnx.data"
+else
+  bad "external: e.onnx.data missing or e.onnx not smaller than g.onnx"
+fi
+run "import with external data" 0 "$LNV" import "$T/e.onnx" -o "$T/e.json"
+"$LNV" eval "$T/g.json" --bits 53 --json "$T/g.eval" > /dev/null
+"$LNV" eval "$T/e.json" --bits 53 --json "$T/e.eval" > /dev/null
+if cmp -s "$T/g.eval" "$T/e.eval"; then ok "external: the same outputs as inline"; else bad "external: outputs differ from inline"; fi
+
+# --- bad input: exit 2, nothing written ----------------------------------------------------
+run "opaque node" 2 "$LNV" export "$ROOT/tests/golden/opaque_op.json" -o "$T/o.onnx"
+has "opaque: names the node" "node 'foo' \(opaque\).*cannot be exported"
+absent "opaque: no output" "$T/o.onnx"
+cp "$G" "$T/self.json"
+run "-o the input" 2 "$LNV" export "$T/self.json" -o "$T/self.json"
+has "-o the input: says so" "refusing to overwrite the input model"
+if cmp -s "$G" "$T/self.json"; then ok "-o the input: input unchanged"; else bad "-o the input: input changed"; fi
+"$LNV" zoo gpt2 --layers 1 --hidden 8 --heads 2 --seq 4 --vocab 16 --safetensors -o "$T/w.json" > /dev/null
+cp "$T/w.safetensors" "$T/w.before"
+run "-o the weights file" 2 "$LNV" export "$T/w.json" -o "$T/w.safetensors"
+has "-o the weights file: names the param" "weights file param '.*' reads"
+if cmp -s "$T/w.safetensors" "$T/w.before"; then ok "-o the weights file: unchanged"; else bad "-o the weights file: changed"; fi
+printf '{"format": "lnverify.model", "version": 1, "nodes": [], "outputs": ["nope"]}' > "$T/bad.json"
+run "malformed model" 2 "$LNV" export "$T/bad.json" -o "$T/bad.onnx"
+absent "malformed: no output" "$T/bad.onnx"
+run "unwritable output" 2 "$LNV" export "$G" -o "$T/no/such/dir/x.onnx"
+run "missing -o" 2 "$LNV" export "$G"
+
+# --- ONNX Runtime ------------------------------------------------------------------------
+ORT="${LNV_ONNXRUNTIME_NODE:-$HOME/.cache/lnverify/onnxruntime/node_modules/onnxruntime-node}"
+if ! command -v node > /dev/null || [ ! -d "$ORT" ]; then
+  echo "skip  ONNX Runtime: node or onnxruntime-node ($ORT) is missing (scripts/setup.sh installs them)"
+  finish
+  exit
+fi
+# Every op, layer_norm over leading axes, an rnn's norm, a training fold (cbwc, center)
+# and two zoo models: examples/, golden models chosen to cover the op table, and more.
+models=("$ROOT"/examples/*.json)
+for g in unary_imported_ops vit_patch_embed max_after_feature_mul center_absorbs \
+         conv1d_channels_first conv2d_channels_last dead_end_branch div_by_shifted \
+         gate_from_shifted matmul_attention_v matmul_transpose_b prenorm_swiglu_block \
+         rms_norm_in_path rnn_input_shifted rnn_norm scale_producer slice_axes \
+         norm_over_wider_axes; do
+  models+=("$ROOT/tests/golden/$g.json")
+done
+"$LNV" zoo rnnlm --layers 2 --hidden 16 --seq 6 --vocab 20 --batch 2 -o "$T/zoo_rnnlm.json" > /dev/null &&
+  models+=("$T/zoo_rnnlm.json")
+"$LNV" zoo swin --depths 1,1,1,1 --hidden 8 --heads 1 --image 16 --patch 2 --window 2 --classes 5 -o "$T/zoo_swin.json" > /dev/null &&
+  models+=("$T/zoo_swin.json")
+"$LNV" fold "$G" --mode training -o "$T/fold_training.json" > /dev/null && models+=("$T/fold_training.json")
+args=()
+exported=0
+for m in "${models[@]}"; do
+  b="$(basename "$m" .json)"
+  if "$LNV" export "$m" -o "$T/ort_$b.onnx" > "$T/out" 2>&1 &&
+     "$LNV" eval "$m" --bits 53 --seed 3 --json "$T/ort_$b.eval" > "$T/out" 2>&1; then
+    args+=("$T/ort_$b.onnx" "$m" "$T/ort_$b.eval")
+    exported=$((exported + 1))
+  else
+    bad "export and eval of $b"
+  fi
+done
+[ "$exported" -eq "${#models[@]}" ] && [ "$exported" -ge 23 ] && ok "exported $exported models for ONNX Runtime" || bad "only $exported models exported"
+# float32 against double: measured worst 1.6e-6 of the largest output
+run "ONNX Runtime agrees with lnverify's double evaluation" 0 node "$ROOT/tests/onnx_runtime_check.js" "$ORT" 1e-4 3 "${args[@]}"
+tail -1 "$T/out"
+finish
