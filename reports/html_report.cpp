@@ -35,7 +35,7 @@ std::string svg_bars(const std::string& title, const std::vector<std::string>& l
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   if (std::isfinite(reference)) hi = std::max(hi, reference);
   if (hi - lo <= 0) hi = lo + 1;
-  const int label_w = 200, plot_w = 420, bar_h = 14, gap = 8, top = 28;
+  const int label_w = 200, plot_w = 420, bar_h = 14, gap = 8, top = 46;
   const int group_h = int(series.size()) * bar_h + gap;
   const int height = top + int(labels.size()) * group_h + 24;
   const int width = label_w + plot_w + 90;
@@ -45,9 +45,9 @@ std::string svg_bars(const std::string& title, const std::vector<std::string>& l
     << "\" height=\"" << height << "\" role=\"img\"><title>" << html_escape(title)
     << "</title><text x=\"4\" y=\"16\" class=\"plot-title\">" << html_escape(title) << "</text>";
   for (size_t k = 0; k < series.size(); ++k)
-    s << "<rect x=\"" << label_w + 160 * int(k) << "\" y=\"6\" width=\"10\" height=\"10\" fill=\""
-      << series[k].colour << "\"/><text x=\"" << label_w + 160 * int(k) + 14
-      << "\" y=\"15\" class=\"plot-legend\">" << html_escape(series[k].name) << "</text>";
+    s << "<rect x=\"" << 4 + 220 * int(k) << "\" y=\"24\" width=\"10\" height=\"10\" fill=\""
+      << series[k].colour << "\"/><text x=\"" << 4 + 220 * int(k) + 14
+      << "\" y=\"33\" class=\"plot-legend\">" << html_escape(series[k].name) << "</text>";
   for (size_t g = 0; g < labels.size(); ++g) {
     const int y0 = top + int(g) * group_h;
     s << "<text x=\"" << label_w - 6 << "\" y=\"" << y0 + group_h / 2 + 2
