@@ -7,6 +7,7 @@
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -35,7 +36,10 @@ Action setup(CLI::App& sub) {
     if (st->json == "-") {
       std::cout << report;
     } else {
-      std::cout << report::audit_text(g, plan);
+      if (quiet())
+        std::cout << report::audit_summary(g, plan) << "\n";
+      else
+        std::cout << report::audit_text(g, plan, {stdout_paint(), verbose()});
       if (!st->json.empty()) write_file_atomically(st->json, report);
     }
     write_report_outputs(st->reports, &g, &plan, "lnverify audit: " + g.name, {});

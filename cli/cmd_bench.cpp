@@ -11,6 +11,7 @@
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "core/error.h"
 
 #if LNV_HAVE_TORCH
@@ -145,7 +146,10 @@ int run_bench(const Options& st) {
     KernelBenchOptions ko;
     if (st.kernel_repeats) ko.repeats = *st.kernel_repeats;
     ko.clock = clock;
+    Progress progress("kernels", "shapes");
+    ko.progress = progress.callback();
     const auto table = bench_norm_kernels(default_kernel_shapes(), ko);
+    progress.clear();
     std::cout << "norm kernels, float32, " << ko.repeats << " interleaved samples each:\n"
               << format_kernel_table(table);
     report["kernels"] = table;
@@ -156,7 +160,10 @@ int run_bench(const Options& st) {
     ModelBenchOptions mo;
     mo.repeats = st.repeats;
     mo.clock = clock;
+    Progress progress("model " + g.name, "forward pairs");
+    mo.progress = progress.callback();
     const ModelBenchResult r = bench_model(g, mo);
+    progress.clear();
     std::cout << format_model_bench(r) << "\n";
     report["models"].push_back(r);
   }

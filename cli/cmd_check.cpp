@@ -13,6 +13,7 @@
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "cli/fidelity_run.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -83,8 +84,14 @@ Action setup(CLI::App& sub) {
     refuse_exact_beyond_memory(g, st->model, st->opt.bits, 6);
     st->opt.mode = st->mode == "training" ? Mode::training : Mode::inference;
     st->opt.model_name = st->model;
+    Progress progress("check", "checks");
+    st->opt.progress = progress.callback();
     const report::CheckReport rep = check::check_model(g, st->opt);
-    std::cout << report::to_text(rep);
+    progress.clear();
+    if (quiet())
+      std::cout << report::result_line(rep) << "\n";
+    else
+      std::cout << report::to_text(rep, {stdout_paint(), verbose()});
     if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
     const FoldPlan plan = detect_foldable(g, st->opt.mode);
     write_report_outputs(st->reports, &g, &plan, "lnverify check: " + g.name,
