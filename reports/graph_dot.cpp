@@ -218,6 +218,19 @@ DotLayout dot_layout(const Graph& g, const DotOptions& options) {
     if (fresh) layout.blocks.push_back(b);
     layout.node_block.push_back(it->second);
   }
+  // A block of one node (a numbered wrapper around a single op) is drawn as that node.
+  std::vector<int> size(layout.blocks.size(), 0), renumber(layout.blocks.size(), -1);
+  for (int b : layout.node_block)
+    if (b >= 0) ++size[size_t(b)];
+  std::vector<std::string> kept;
+  for (size_t b = 0; b < layout.blocks.size(); ++b)
+    if (size[b] > 1) {
+      renumber[b] = int(kept.size());
+      kept.push_back(layout.blocks[b]);
+    }
+  layout.blocks = std::move(kept);
+  for (int& b : layout.node_block)
+    if (b >= 0) b = renumber[size_t(b)];
   return layout;
 }
 

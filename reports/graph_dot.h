@@ -31,7 +31,8 @@ struct DotOptions {
   size_t collapse_above = 250;  // collapse blocks when the graph has more nodes than this
 };
 
-// Which block each node is drawn in, and whether blocks are collapsed.
+// Which block each node is drawn in (blocks of one node are not drawn as blocks), and
+// whether blocks are collapsed.
 struct DotLayout {
   bool collapsed = false;
   std::vector<std::string> blocks;  // block prefixes, in order of first node
