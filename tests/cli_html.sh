@@ -83,6 +83,19 @@ for m in swin gpt2 deep; do
 done
 if console check "$T/check.html"; then ok "check page: loads with no console message"; else bad "check page: console messages"; fi
 
+if "$LNV" fidelity --help > /dev/null 2>&1; then  # built with LibTorch
+  run "bench --html" 0 "$LNV" bench --zoo gpt2 --layers 1 --hidden 16 --heads 2 --vocab 20 \
+    --seq 4,8 --repeats 2 --no-kernels --json "$T/bench.json" --html "$T/bench.html"
+  self_contained "bench" "$T/bench.html"
+  if console bench "$T/bench.html"; then ok "bench page: loads with no console message"; else bad "bench page: console messages"; fi
+  n_models=$(grep -o '<tr class="model">' "$T/bench.dom" | wc -l)
+  n_bars=$(grep -o '<rect [^>]*fill="#43a047"' "$T/bench.dom" | wc -l)
+  if [ "$n_models" = 2 ] && [ "$n_bars" = 2 ]; then ok "bench page: 2 model rows, 2 folded bars in the plot"
+  else bad "bench page: $n_models model rows, $n_bars folded bars"; fi
+else
+  echo "skip  bench --html (built without LibTorch)"
+fi
+
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,900 \
   --screenshot="$T/swin.png" "file://$T/swin.html" > /dev/null 2>&1
 if $CHECK png "$T/swin.png" 50 > "$T/out" 2>&1; then ok "swin: screenshot $(cat "$T/out")"; else bad "swin: screenshot"; fi

@@ -5,6 +5,8 @@
 
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model_json.h"
 #include "generators/architectures.h"
 #include "reports/graph_dot.h"
@@ -80,6 +82,25 @@ TEST(GraphDot, UncollapsedAndCollapsedDrawTheSameBlocks) {
   // No edge inside a block survives; the blocks are chained.
   EXPECT_NE(collapsed.find("  b0 -> b1"), std::string::npos);
   EXPECT_EQ(collapsed.find("  b0 -> b0"), std::string::npos);
+}
+
+TEST(GraphDot, BlockOfOneNodeIsDrawnAsTheNode) {
+  const nlohmann::json j = nlohmann::json::parse(R"({
+    "format": "lnverify.model", "version": 1, "name": "one_node_blocks",
+    "inputs": [{"name": "x", "shape": [2, 4]}],
+    "nodes": [
+      {"name": "stem.0.act", "op": "gelu", "inputs": ["x"]},
+      {"name": "blk.1.act", "op": "gelu", "inputs": ["stem.0.act"]},
+      {"name": "blk.1.ln", "op": "layer_norm", "inputs": ["blk.1.act"], "axes": [-1]}
+    ],
+    "outputs": ["blk.1.ln"]})");
+  const Graph g = parse_model(j, "");
+  const DotLayout layout = dot_layout(g, {1000});
+  ASSERT_EQ(layout.blocks, (std::vector<std::string>{"blk.1"}));
+  EXPECT_EQ(layout.node_block, (std::vector<int>{-1, 0, 0}));
+  const std::string dot = graph_dot(g, detect_foldable(g, Mode::inference), {1000});
+  EXPECT_NE(dot.find("label=\"stem.0.act\\ngelu\""), std::string::npos) << dot;
+  EXPECT_NE(dot.find("label=\"act\\ngelu\\nbreaks 1 LN\""), std::string::npos) << dot;  // in blk.1
 }
 
 }  // namespace
