@@ -294,6 +294,7 @@ std::string html_page(const std::string& title, const std::vector<std::string>& 
        "tr.ln.inference td:first-child,tr.ln.training td:first-child{border-left:5px solid #e65100}"
        "tr.ln.keep td:first-child{border-left:5px solid #c62828}td.terms{max-width:28em}"
        ".graph{overflow:auto;max-height:85vh;border:1px solid #cfd8dc;padding:4px;background:#fff}"
+       ".graph svg{max-width:100%;height:auto}"
        ".chip{display:inline-block;padding:1px 8px;border-radius:8px;border:2px solid;margin-right:4px}"
        ".chip.fold{background:#c8e6c9;border-color:#2e7d32}.chip.inference{background:#ffe0b2;"
        "border-color:#e65100}.chip.keep{background:#ffcdd2;border-color:#c62828}"

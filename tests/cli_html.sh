@@ -89,7 +89,7 @@ if "$LNV" fidelity --help > /dev/null 2>&1; then  # built with LibTorch
   self_contained "bench" "$T/bench.html"
   if console bench "$T/bench.html"; then ok "bench page: loads with no console message"; else bad "bench page: console messages"; fi
   n_models=$(grep -o '<tr class="model">' "$T/bench.dom" | wc -l)
-  n_bars=$(grep -o '<rect [^>]*fill="#43a047"' "$T/bench.dom" | wc -l)
+  n_bars=$(grep -o '<rect [^>]*fill="#43a047"><title>' "$T/bench.dom" | wc -l)
   if [ "$n_models" = 2 ] && [ "$n_bars" = 2 ]; then ok "bench page: 2 model rows, 2 folded bars in the plot"
   else bad "bench page: $n_models model rows, $n_bars folded bars"; fi
 else
