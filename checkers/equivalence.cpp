@@ -190,9 +190,16 @@ class Checker {
     rep.layer_norms = plan.layer_norms.size();
     rep.foldable = plan.foldable_count(opt_.mode);
     const int m = static_cast<int>(opt_.mode);
-    for (const LnVerdict& v : plan.layer_norms)
+    const int64_t total = int64_t(plan.layer_norms.size()) + 1;
+    auto done = [&] {
+      if (opt_.progress) opt_.progress(int64_t(rep.results.size()), total);
+    };
+    for (const LnVerdict& v : plan.layer_norms) {
       rep.results.push_back(v.foldable[m] ? ln_exact(plan, v) : ln_tight(plan, v));
+      done();
+    }
     rep.results.push_back(exact("plan_exact", "plan", plan));
+    done();
     if (opt_.mode == Mode::training && opt_.drift) rep.drift = drift(detect, plan);
     return rep;
   }

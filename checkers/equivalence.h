@@ -56,6 +56,8 @@ struct CheckOptions {
   int max_forced_folds = 64;  // (c): forced folds tried per LN
   bool drift = true;     // training mode: measure the inference rewrite's drift
   std::string model_name;  // for the report
+  // Called after each check with (checks done, checks in all); a progress bar (cli/terminal.h).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 // The analysis under test: detect_foldable, or a deliberately wrong variant (tests).

@@ -6,6 +6,8 @@
 #include "cli/command.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
+#include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -19,21 +21,28 @@ Action setup(CLI::App& sub) {
   struct State {
     std::string model, json;
     std::vector<std::string> dims;
+    ReportOutputs reports;
   };
   auto st = std::make_shared<State>();
   add_model_input(sub, st->model, st->dims, "the model to audit (model.json or .onnx)");
   sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
+  add_report_outputs(sub, st->reports, true);
   return [st]() -> int {
     const Graph g = load_input(st->model, st->dims);
     if (st->json != "-") refuse_input_as_output("--json", st->json, st->model, g);
+    prepare_report_outputs(st->reports, st->model, &g);
     const FoldPlan plan = detect_foldable(g, Mode::inference);
     const std::string report = report::audit_json(g, plan).dump(2) + "\n";
     if (st->json == "-") {
       std::cout << report;
-      return kOk;
+    } else {
+      if (quiet())
+        std::cout << report::audit_summary(g, plan) << "\n";
+      else
+        std::cout << report::audit_text(g, plan, {stdout_paint(), verbose()});
+      if (!st->json.empty()) write_file_atomically(st->json, report);
     }
-    std::cout << report::audit_text(g, plan);
-    if (!st->json.empty()) write_file_atomically(st->json, report);
+    write_report_outputs(st->reports, &g, &plan, "lnverify audit: " + g.name, {});
     return kOk;
   };
 }

@@ -10,6 +10,8 @@
 #include "cli/command.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
+#include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "core/error.h"
 
 #if LNV_HAVE_TORCH
@@ -19,6 +21,7 @@
 #include "core/file_io.h"
 #include "core/model_json.h"
 #include "generators/architectures.h"
+#include "reports/html_report.h"
 #include "torch/blas_info.h"
 #include "torch/kernel_bench.h"
 #include "torch/model_bench.h"
@@ -35,6 +38,7 @@ struct Options {
   int threads = 0, repeats = 7;
   std::optional<int> kernel_repeats;  // the kernel bench's own default unless given
   bool skip_kernels = false;
+  ReportOutputs reports;  // --html only
 };
 
 #if LNV_HAVE_TORCH
@@ -76,6 +80,7 @@ std::vector<Graph> models_to_bench(const Options& st) {
   if (!st.model.empty()) {
     Graph g = load_input(st.model, st.dims);
     refuse_input_as_output("--json", st.json_path, st.model, g);
+    prepare_report_outputs(st.reports, st.model, &g);
     if (st.seqs.empty()) {
       out.push_back(std::move(g));
       return out;
@@ -114,6 +119,7 @@ int run_bench(const Options& st) {
     if (s < 1) throw ModelError("bench/--seq", "sequence lengths must be positive");
   // Load and build first, so bad input fails before minutes of timing.
   const std::vector<Graph> models = models_to_bench(st);
+  prepare_report_outputs(st.reports, st.model, nullptr);
 
   const int default_threads = at::get_num_threads();
   const int threads = st.threads > 0 ? st.threads
@@ -140,7 +146,10 @@ int run_bench(const Options& st) {
     KernelBenchOptions ko;
     if (st.kernel_repeats) ko.repeats = *st.kernel_repeats;
     ko.clock = clock;
+    Progress progress("kernels", "shapes");
+    ko.progress = progress.callback();
     const auto table = bench_norm_kernels(default_kernel_shapes(), ko);
+    progress.clear();
     std::cout << "norm kernels, float32, " << ko.repeats << " interleaved samples each:\n"
               << format_kernel_table(table);
     report["kernels"] = table;
@@ -151,12 +160,17 @@ int run_bench(const Options& st) {
     ModelBenchOptions mo;
     mo.repeats = st.repeats;
     mo.clock = clock;
+    Progress progress("model " + g.name, "forward pairs");
+    mo.progress = progress.callback();
     const ModelBenchResult r = bench_model(g, mo);
+    progress.clear();
     std::cout << format_model_bench(r) << "\n";
     report["models"].push_back(r);
   }
 
   if (!st.json_path.empty()) write_file_atomically(st.json_path, report.dump(2) + "\n");
+  write_report_outputs(st.reports, nullptr, nullptr, "lnverify bench",
+                       {report::html_bench_section(report)});
   return kOk;
 }
 
@@ -197,6 +211,7 @@ Action setup(CLI::App& sub) {
                  "wall (default) or cpu: process CPU time, steadier on a loaded machine");
   sub.add_flag("--no-kernels", st->skip_kernels, "skip the kernel table");
   sub.add_option("--json", st->json_path, "also write every sample as JSON here");
+  add_report_outputs(sub, st->reports, false);
   return [st]() -> int { return run_bench(*st); };
 }
 

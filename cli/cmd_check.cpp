@@ -12,11 +12,15 @@
 #include "cli/command.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
+#include "cli/report_outputs.h"
+#include "cli/terminal.h"
 #include "cli/fidelity_run.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
+#include "core/analysis/fold_plan.h"
 #include "reports/check_report.h"
+#include "reports/html_report.h"
 
 namespace lnv::cli {
 namespace {
@@ -41,6 +45,7 @@ Action setup(CLI::App& sub) {
     std::vector<std::string> dims;
     check::CheckOptions opt;
     FidelityArgs torch;
+    ReportOutputs reports;
   };
   auto st = std::make_shared<State>();
   add_model_input(sub, st->model, st->dims, "the model to check (model.json or .onnx)");
@@ -56,6 +61,7 @@ Action setup(CLI::App& sub) {
                  "forced folds tried per LN judged not foldable (default 64)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
+  add_report_outputs(sub, st->reports, true);
   sub.add_option("--engine", st->engine,
                  "exact (default: MPFR proof on small graphs) or torch (LibTorch float32/"
                  "float64 fidelity of the fold at real size; same as `lnverify fidelity`)")
@@ -66,17 +72,30 @@ Action setup(CLI::App& sub) {
                  "--engine torch: float64 relative difference allowed (default 1e-9)")
       ->check(positive_finite());
   auto run = [st]() -> int {
+    if (st->engine == "torch" && !(st->reports.html.empty() && st->reports.dot.empty()))
+      throw ModelError(st->reports.html.empty() ? "--dot" : "--html",
+                       "written by the exact engine only (drop --engine torch)");
     if (st->engine == "torch") return run_torch(*st);
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_input(st->model, st->dims);
     refuse_input_as_output("--json", st->json, st->model, g);
+    prepare_report_outputs(st->reports, st->model, &g);
     // The original and a rewrite, each with its gradients in training mode.
     refuse_exact_beyond_memory(g, st->model, st->opt.bits, 6);
     st->opt.mode = st->mode == "training" ? Mode::training : Mode::inference;
     st->opt.model_name = st->model;
+    Progress progress("check", "checks");
+    st->opt.progress = progress.callback();
     const report::CheckReport rep = check::check_model(g, st->opt);
-    std::cout << report::to_text(rep);
+    progress.clear();
+    if (quiet())
+      std::cout << report::result_line(rep) << "\n";
+    else
+      std::cout << report::to_text(rep, {stdout_paint(), verbose()});
     if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
+    const FoldPlan plan = detect_foldable(g, st->opt.mode);
+    write_report_outputs(st->reports, &g, &plan, "lnverify check: " + g.name,
+                         {report::html_check_section(rep)});
     switch (rep.outcome()) {
       case report::Outcome::holds: return kOk;
       case report::Outcome::fails: return kCheckFails;

@@ -13,6 +13,7 @@
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
+#include "cli/terminal.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -32,7 +33,10 @@ int run_fidelity(const FidelityArgs& a) {
   opt.trials_f64 = a.trials64;
   opt.seed = a.seed;
   const Graph folded = apply_fold(g, detect_foldable(g, a.mode));
+  Progress progress("fidelity", "trials");
+  opt.progress = progress.callback();
   const torch_engine::FidelityReport rep = torch_engine::measure_fidelity(g, folded, opt);
+  progress.clear();
   std::cout << torch_engine::to_text(rep);
   if (!a.json.empty()) write_file_atomically(a.json, nlohmann::json(rep).dump(2) + "\n");
   const bool exact = rep.f64_output_rel <= a.tol && rep.f64_grad_rel <= a.tol;

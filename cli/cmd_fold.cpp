@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/terminal.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/analysis/fold_plan.h"
@@ -151,12 +152,12 @@ Action setup(CLI::App& sub) {
     }
     save_model(folded, st->out, options);
     lap("save");
-    std::cout << summary << "\n"
-              << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"
+    if (!quiet()) std::cout << summary << "\n";
+    std::cout << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"
               << (plan.fold.size() == 1 ? "" : "s") << " -> RMSNorm, " << plan.center.size()
               << " term" << (plan.center.size() == 1 ? "" : "s") << " centered (" << st->mode
               << ")\n";
-    if (!options.weights_file.empty())
+    if (!options.weights_file.empty() && !quiet())
       std::cout << "weights: " << options.weights_file << " ("
                 << (options.weights_dtype == SafetensorsDType::f32 ? "F32" : "F64")
                 << "), unchanged file params referenced\n";

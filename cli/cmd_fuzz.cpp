@@ -25,6 +25,7 @@
 
 #include "checkers/campaign.h"
 #include "cli/command.h"
+#include "cli/terminal.h"
 #include "core/file_io.h"
 #include "core/error.h"
 #include "core/model_json.h"
@@ -115,7 +116,9 @@ int run(const Options& o) {
   auto last_print = start;
   size_t counts[3] = {0, 0, 0}, layer_norms = 0, nodes = 0;
   std::vector<uint64_t> wrong, over_cautious;  // case seeds (--keep-going)
+  Progress progress("fuzz", "cases");
   for (int i = 0; i < o.cases; ++i) {
+    progress.update(i, o.cases);
     const uint64_t case_seed = o.seed + static_cast<uint64_t>(i);
     const rc::Shrinkable<Graph> s = gen::generate_case(cfg, case_seed);
     check::CheckOptions opt = o.check;
@@ -126,9 +129,11 @@ int run(const Options& o) {
     ++counts[static_cast<int>(out.outcome)];
     nodes += g.nodes.size();
     if (!out.reports.empty()) layer_norms += out.reports.front().layer_norms;
+    if (out.outcome == report::Outcome::fails) progress.clear();
     if (out.outcome == report::Outcome::fails && o.keep_going && !unsound(out)) {
       over_cautious.push_back(case_seed);
-      std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
+      if (!quiet())
+        std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
                 << " nodes): over-cautious \"no\" (ln_tight fails); going on\n" << std::flush;
     } else if (out.outcome == report::Outcome::fails) {
       std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
@@ -144,7 +149,8 @@ int run(const Options& o) {
       wrong.push_back(case_seed);
     }
     const auto now = Clock::now();
-    if (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases) {
+    if (!quiet() && (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases)) {
+      progress.clear();
       const double secs = std::chrono::duration<double>(now - start).count();
       std::cout << "[" << i + 1 << "/" << o.cases << "] " << std::fixed << std::setprecision(1)
                 << (i + 1) / secs << " cases/s  holds " << counts[0] << "  inconclusive "
@@ -154,6 +160,7 @@ int run(const Options& o) {
       last_print = now;
     }
   }
+  progress.clear();
   if (!o.keep_going || counts[1] == 0) {
     std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
               << o.seed + o.cases - 1 << ")\n";

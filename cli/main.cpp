@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/exit_status.h"
+#include "cli/terminal.h"
 
 namespace lnv::cli {
 
@@ -24,20 +25,28 @@ bool register_command(Command c) {
 int main(int argc, char** argv) {
   using namespace lnv::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
-  // `lnverify MODEL.json ...` is an audit.
+  // `lnverify MODEL.json ...` is an audit (after the global --quiet/--verbose, if any).
+  auto first = args.begin();
+  while (first != args.end() && (*first == "-q" || *first == "--quiet" || *first == "-v" ||
+                                 *first == "--verbose"))
+    ++first;
   bool known = false;
   for (const Command& c : registry())
-    if (!args.empty() && args[0] == c.name) known = true;
-  if (!args.empty() && !known && args[0].size() > 0 && args[0][0] != '-')
-    args.insert(args.begin(), "audit");
+    if (first != args.end() && *first == c.name) known = true;
+  if (first != args.end() && !known && !first->empty() && (*first)[0] != '-')
+    args.insert(first, "audit");
 
   CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation",
                "lnverify"};
   app.require_subcommand(1);
+  bool quiet = false, verbose = false;
+  app.add_flag("-q,--quiet", quiet, "print only errors and the final summary line");
+  app.add_flag("-v,--verbose", verbose, "print more detail (every centered term, paths, checks)");
   std::map<std::string, Action> actions;
   std::map<const CLI::App*, std::string> names;
   for (const Command& c : registry()) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
+    sub->fallthrough();  // the global options may also come after the command
     names[sub] = c.name;
     actions[c.name] = c.setup(*sub);
   }
@@ -48,11 +57,18 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? kOk : kBadInput;
   }
+  if (quiet && verbose) {
+    std::cerr << "lnverify: error: --quiet and --verbose exclude each other\n";
+    return kBadInput;
+  }
+  verbosity() = quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
   try {
     for (CLI::App* sub : app.get_subcommands()) return actions.at(names.at(sub))();
     return kBadInput;
   } catch (...) {
-    const Failure failure = failure_of(std::current_exception(), args.front());
+    const auto subs = app.get_subcommands();
+    const Failure failure =
+        failure_of(std::current_exception(), subs.empty() ? args.front() : subs[0]->get_name());
     std::cerr << failure.message;
     return failure.code;
   }

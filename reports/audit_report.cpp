@@ -1,5 +1,6 @@
 #include "reports/audit_report.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -140,26 +141,32 @@ std::string audit_summary(const Graph& g, const FoldPlan& plan) {
   return s.str();
 }
 
-std::string audit_text(const Graph& g, const FoldPlan& plan) {
+std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& options) {
   size_t width = 9;
-  for (const LnVerdict& v : plan.layer_norms) width = std::max(width, v.name.size());
-  auto pad = [](const std::string& s, size_t w) {
-    return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+  for (const LnVerdict& v : plan.layer_norms) width = std::max(width, display_width(v.name));
+  auto verdict = [&](bool yes, size_t w) {
+    return pad_painted(yes ? "yes" : "no", w, yes ? Tone::good : Tone::bad, options.paint);
   };
+  const size_t shown = options.verbose ? SIZE_MAX : 4;
   std::ostringstream s;
   s << pad("LayerNorm", width) << "  inference  training  centered\n";
   for (const LnVerdict& v : plan.layer_norms) {
     std::vector<std::string> names = centered_names(v);
     std::string centered;
-    for (size_t k = 0; k < names.size() && k < 4; ++k) centered += (k ? ", " : "") + names[k];
-    if (names.size() > 4) centered += ", +" + std::to_string(names.size() - 4) + " more";
+    for (size_t k = 0; k < names.size() && k < shown; ++k) centered += (k ? ", " : "") + names[k];
+    if (names.size() > shown) centered += ", +" + std::to_string(names.size() - shown) + " more";
     if (names.empty() && v.term_count > 0) centered = std::to_string(v.term_count) + " terms";
     if (names.empty() && v.term_count == 0) centered = "-";
-    s << pad(v.name, width) << "  " << pad(v.foldable[0] ? "yes" : "no", 9) << "  "
-      << pad(v.foldable[1] ? "yes" : "no", 8) << "  " << centered << "\n";
-    if (!v.reason[0].empty()) s << "    why not (inference): " << v.reason[0] << "\n";
-    if (!v.reason[1].empty() && v.reason[1] != v.reason[0])
-      s << "    why not (training): " << v.reason[1] << "\n";
+    s << pad(v.name, width) << "  " << verdict(v.foldable[0], 9) << "  "
+      << verdict(v.foldable[1], 8) << "  " << centered << "\n";
+    for (int m = 0; m < 2; ++m) {
+      if (v.reason[m].empty() || (m == 1 && v.reason[1] == v.reason[0])) continue;
+      s << "    why not (" << mode_name(Mode(m)) << "): " << v.reason[m] << "\n";
+      if (!options.verbose || v.path[m].empty()) continue;
+      s << "    path (" << mode_name(Mode(m)) << "):";
+      for (size_t k = 0; k < v.path[m].size(); ++k) s << (k ? " -> " : " ") << v.path[m][k];
+      s << "\n";
+    }
   }
   const std::vector<const Node*> opaque = opaque_nodes(g);
   if (!opaque.empty()) {

@@ -9,6 +9,7 @@
 
 #include "core/analysis/fold_plan.h"
 #include "core/graph.h"
+#include "reports/text_style.h"
 
 namespace lnv::report {
 
@@ -27,8 +28,10 @@ NormCost norm_cost(const Graph& g, const FoldPlan& plan);
 nlohmann::json audit_json(const Graph& g, const FoldPlan& plan);
 
 // A table: one row per LN (name, both verdicts, what is centered), each "no" followed by
-// its reason; then the one-line summary.
-std::string audit_text(const Graph& g, const FoldPlan& plan);
+// its reason; then the one-line summary. Columns are aligned by display width; verdicts
+// are painted with options.paint. Verbose: every centered term (not the first four) and,
+// for each "no", the path from the breaking node to the LN.
+std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& options = {});
 
 // "k of n LayerNorms foldable (inference), j (training); ~x% of norm arithmetic removed"
 std::string audit_summary(const Graph& g, const FoldPlan& plan);

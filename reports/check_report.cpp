@@ -1,5 +1,6 @@
 #include "reports/check_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -79,18 +80,41 @@ std::string sci(double v) {
 }
 }  // namespace
 
-std::string to_text(const CheckReport& r) {
+std::string result_line(const CheckReport& r) {
+  std::ostringstream os;
+  os << "result: " << outcome_name(r.outcome()) << " (" << r.count(Outcome::holds) << " hold, "
+     << r.count(Outcome::fails) << " fail, " << r.count(Outcome::inconclusive)
+     << " inconclusive)";
+  return os.str();
+}
+
+std::string to_text(const CheckReport& r, const TextOptions& options) {
   std::ostringstream os;
   os << "check " << r.model << "  mode " << mode_name(r.mode) << "  " << r.bits << " bits  "
      << r.trials << " trials  seed " << r.seed << "\n"
      << r.layer_norms << " LayerNorm(s), " << r.foldable << " foldable in this mode\n";
+  size_t outcome_w = 0, kind_w = 0, subject_w = 0;
   for (const CheckResult& c : r.results) {
-    os << "  " << outcome_name(c.outcome) << "  " << c.kind << " " << c.subject
-       << "  max abs " << sci(c.max_abs) << " rel " << sci(c.max_rel) << " (bound "
-       << sci(c.bound) << ", " << c.bits << " bits";
+    outcome_w = std::max(outcome_w, outcome_name(c.outcome).size());
+    kind_w = std::max(kind_w, display_width(c.kind));
+    subject_w = std::max(subject_w, display_width(c.subject));
+  }
+  for (const CheckResult& c : r.results) {
+    const Tone tone = c.outcome == Outcome::holds ? Tone::good
+                      : c.outcome == Outcome::fails ? Tone::bad : Tone::warn;
+    os << "  " << pad_painted(outcome_name(c.outcome), outcome_w, tone, options.paint) << "  "
+       << pad(c.kind, kind_w) << "  " << pad(c.subject, subject_w) << "  max abs "
+       << sci(c.max_abs) << " rel " << sci(c.max_rel) << " (bound " << sci(c.bound) << ", "
+       << c.bits << " bits";
     if (c.kind == "ln_tight") os << ", " << c.attempts << " forced folds";
     os << ")\n";
-    if (c.outcome != Outcome::holds && !c.detail.empty()) os << "      " << c.detail << "\n";
+    if ((c.outcome != Outcome::holds || options.verbose) && !c.detail.empty())
+      os << "      " << c.detail << "\n";
+    if (options.verbose && !c.centered.empty()) {
+      os << "      centered:";
+      for (const std::string& t : c.centered) os << " " << t;
+      os << "\n";
+    }
     if (c.divergence) {
       const Divergence& d = *c.divergence;
       os << "      " << d.quantity << " differs on trial " << d.trial << " (run seed " << d.seed
@@ -111,9 +135,7 @@ std::string to_text(const CheckReport& r) {
       os << "  " << d.layer_norm << " -> output " << d.output << ": max abs " << sci(d.max_abs)
          << ", max rel " << sci(d.max_rel) << "\n";
   }
-  os << "result: " << outcome_name(r.outcome()) << " (" << r.count(Outcome::holds) << " hold, "
-     << r.count(Outcome::fails) << " fail, " << r.count(Outcome::inconclusive)
-     << " inconclusive)\n";
+  os << result_line(r) << "\n";
   return os.str();
 }
 

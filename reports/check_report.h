@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mode.h"
+#include "reports/text_style.h"
 
 namespace lnv::report {
 
@@ -78,7 +79,12 @@ void to_json(nlohmann::json& j, const CheckResult& r);
 void to_json(nlohmann::json& j, const Drift& d);
 void to_json(nlohmann::json& j, const CheckReport& r);
 
-// A human-readable summary: one line per check, details of failures, the drift table.
-std::string to_text(const CheckReport& r);
+// A human-readable summary: one line per check (columns aligned by display width, the
+// outcome painted with options.paint), details of failures, the drift table. Verbose: the
+// detail and the centered terms of every check, not only of failures.
+std::string to_text(const CheckReport& r, const TextOptions& options = {});
+
+// The last line of to_text: "result: holds (6 hold, 0 fail, 0 inconclusive)".
+std::string result_line(const CheckReport& r);
 
 }  // namespace lnv::report

@@ -78,7 +78,9 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
   Engine orig32(original, {Precision::f32}), fold32(folded, {Precision::f32});
   Engine orig64(original, {Precision::f64}), fold64(folded, {Precision::f64});
   Diff f32, noise, f64out, f64grad;
-  for (int t = 0; t < std::max(opt.trials, opt.trials_f64); ++t) {
+  const int trials = std::max(opt.trials, opt.trials_f64);
+  for (int t = 0; t < trials; ++t) {
+    if (opt.progress && t > 0) opt.progress(t, trials);
     const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
     const RunOptions run{opt.mode, seed};
     const auto inputs = eval::random_inputs<double>(original, seed);
@@ -126,6 +128,7 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
     }
     widen(f64grad, {delta, scale > 0 ? delta / scale : delta});
   }
+  if (opt.progress) opt.progress(trials, trials);
   rep.f32_max_abs = f32.abs, rep.f32_max_rel = f32.rel;
   rep.f32_noise_abs = noise.abs, rep.f32_noise_rel = noise.rel;
   rep.f64_output_rel = f64out.rel;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,8 @@ struct FidelityOptions {
   int trials = 16;              // float32 trials (top-1 agreement, abs/rel differences)
   int trials_f64 = 2;           // float64 trials (outputs, and gradients in training mode)
   uint64_t seed = 0;
+  // Called after each trial with (trials done, trials in all); a progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct FidelityReport {

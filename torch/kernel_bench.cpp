@@ -149,7 +149,10 @@ const std::vector<std::string>& kernel_names() {
 std::vector<KernelShapeResult> bench_norm_kernels(const std::vector<KernelShape>& shapes,
                                                   const KernelBenchOptions& opt) {
   std::vector<KernelShapeResult> out;
-  for (const KernelShape& s : shapes) out.push_back(bench_shape(s, opt));
+  for (const KernelShape& s : shapes) {
+    out.push_back(bench_shape(s, opt));
+    if (opt.progress) opt.progress(int64_t(out.size()), int64_t(shapes.size()));
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct KernelBenchOptions {
   int repeats = 21;             // samples (rounds) per kernel and shape
   double sample_seconds = 0.02; // each sample loops a kernel for about this long
   Clock clock = Clock::wall;
+  // Called after each shape with (shapes done, shapes in all); a progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct KernelResult {

@@ -106,6 +106,7 @@ ModelBenchResult bench_model(const Graph& g, const ModelBenchOptions& opt) {
     Runner& second = rep % 2 ? original : rewritten;
     first.forward(opt.clock, true);
     second.forward(opt.clock, true);
+    if (opt.progress) opt.progress(rep + 1, opt.repeats);
   }
   res.original = original.result(res.tokens_per_forward);
   res.folded_model = rewritten.result(res.tokens_per_forward);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct ModelBenchOptions {
   int repeats = 7;  // timed forwards per variant (after one warm-up each)
   Clock clock = Clock::wall;
   uint64_t seed = 1;  // random inputs
+  // Called after each timed pair of forwards with (pairs done, repeats); a progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct VariantResult {
