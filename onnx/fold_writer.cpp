@@ -659,15 +659,52 @@ class FoldWriter {
   }
 
  private:
-  int32_t float_type_of(const std::string& value, const Param* weight) const {
+  // ONNX shape inference's type and shape of `value` in the original graph (symbolic dims
+  // kept), run once on a copy without the large initializers' data.
+  std::optional<ox::ValueInfoProto> inferred(const std::string& value) {
+    if (!inferred_) {
+      ox::ModelProto copy = mp_;
+      for (auto& t : *copy.mutable_graph()->mutable_initializer())
+        if (numel_of(t) > 4096) {
+          t.clear_raw_data();
+          t.clear_float_data();
+          t.clear_external_data();
+          t.clear_data_location();
+        }
+      try {
+        ox::ShapeInferenceOptions options(false, 0, false);
+        ox::shape_inference::InferShapes(copy, newer_opset_registry(), options);
+      } catch (const std::exception&) {
+        // Types and shapes stay unknown; the writer falls back to the weight's type.
+      }
+      inferred_.emplace();
+      for (const auto* list : {&copy.graph().input(), &copy.graph().value_info(), &copy.graph().output()})
+        for (const auto& v : *list) inferred_->emplace(v.name(), v);
+    }
+    auto it = inferred_->find(value);
+    if (it == inferred_->end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<std::map<std::string, ox::ValueInfoProto>> inferred_;
+
+  int32_t float_type_of(const std::string& value, const Param* weight) {
+    if (const auto v = inferred(value); v && v->type().has_tensor_type() && v->type().tensor_type().elem_type())
+      return v->type().tensor_type().elem_type();
     if (weight) {
       const std::string init = file_name(origin_param(weight->name));
       if (initializer_.count(init)) return type_of_initializer(init);
     }
-    for (const auto* list : {&mp_.graph().input(), &mp_.graph().value_info(), &mp_.graph().output()})
-      for (const auto& v : *list)
-        if (v.name() == value && v.type().has_tensor_type()) return v.type().tensor_type().elem_type();
     return ox::TensorProto::FLOAT;
+  }
+
+  // A value the RMSNorm computes before its last node has the shape and type of x: said in
+  // value_info, so shape inference (which does not know com.microsoft ops) carries it on.
+  void declare_like(const std::string& value, const std::string& x) {
+    if (auto v = inferred(x); v && v->type().has_tensor_type()) {
+      v->set_name(value);
+      v->clear_doc_string();
+      *mp_.mutable_graph()->add_value_info() = *v;
+    }
   }
 
   ox::NodeProto make_node(const std::string& base, const std::string& op,
@@ -794,7 +831,10 @@ class FoldWriter {
       s->set_i(1);
       out.push_back(n);
     }
-    if (bias) out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type)}, y));
+    if (bias) {
+      if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type)}, y));
+    }
     return out;
   }
 
