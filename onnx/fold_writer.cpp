@@ -419,12 +419,13 @@ class FoldWriter {
   // A new float initializer: inline when small or when the input keeps no external data,
   // else in the side file.
   std::string float_initializer(const std::string& base, const Shape& dims,
-                                const std::vector<double>& values, int32_t type) {
+                                const std::vector<double>& values, int32_t type,
+                                bool was_external = false) {
     ox::TensorProto t;
     t.set_name(fresh(base));
     t.set_data_type(type);
     for (int64_t d : dims) t.add_dims(d);
-    store(t, values);
+    store(t, values, was_external);
     new_initializers_.push_back(std::move(t));
     ++summary_.centered_copies;
     return new_initializers_.back().name();
@@ -432,7 +433,10 @@ class FoldWriter {
 
   bool uses_external_data() const { return !input_data_files_.empty(); }
 
-  void store(ox::TensorProto& t, const std::vector<double>& values) {
+  // `values` as the data of `t`: in the side file when the input keeps external data and
+  // the tensor was external or is 1 KiB or more; inline otherwise.
+  void store(ox::TensorProto& t, const std::vector<double>& values, bool was_external = false) {
+    was_external = was_external || is_external(t);
     t.clear_raw_data();
     t.clear_float_data();
     t.clear_double_data();
@@ -440,7 +444,7 @@ class FoldWriter {
     t.clear_external_data();
     t.clear_data_location();
     std::string bytes = encode_floats(values, t.data_type());
-    if (!uses_external_data() || bytes.size() < 1024) {
+    if (!uses_external_data() || (!was_external && bytes.size() < 1024)) {
       t.set_raw_data(std::move(bytes));
       return;
     }
@@ -562,7 +566,8 @@ class FoldWriter {
         return;
       }
       const Shape dims(proto.dims().begin(), proto.dims().end());
-      const std::string name = float_initializer(value + ".centered", dims, v, proto.data_type());
+      const std::string name =
+          float_initializer(value + ".centered", dims, v, proto.data_type(), is_external(proto));
       for (const auto& [s, q] : slots)
         if (q == p) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, name);
     }
@@ -618,7 +623,8 @@ class FoldWriter {
       store(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), centered);
       ++summary_.centered_in_place;
     } else {
-      const std::string name = float_initializer(v + ".centered", dims, centered, table.data_type());
+      const std::string name =
+          float_initializer(v + ".centered", dims, centered, table.data_type(), is_external(table));
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
     }
   }
