@@ -171,6 +171,15 @@ Action setup(CLI::App& sub) {
       times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
       t0 = t;
     };
+#ifdef LNV_HAVE_ONNX
+    // An ONNX model's external data is read as it is imported: no output may replace it.
+    if (is_onnx_input(st->model))
+      for (const auto& f : onnx_import::external_data_files(st->model))
+        for (const std::string* out : {&st->out, &st->json, &st->weights})
+          if (!out->empty() && same_file(*out, f.string()))
+            throw ModelError(*out, "refusing to overwrite the external data file " + f.string() +
+                                       " the input model reads; choose another path");
+#endif
     // File params stay deferred: the fold reads structure only, and save_model streams
     // the params it centers from the input's file.
     LoadOptions load;

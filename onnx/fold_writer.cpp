@@ -912,6 +912,15 @@ FoldWriteSummary write_folded_onnx(const fs::path& source, const DimBindings&,
   return w.run();
 }
 
+std::vector<fs::path> external_data_files(const fs::path& path) {
+  const ox::ModelProto mp = parse_model(path);
+  const fs::path dir = fs::absolute(path).parent_path();
+  std::set<fs::path> files;
+  for (const auto& t : mp.graph().initializer())
+    if (is_external(t)) files.insert((dir / external_key(t, "location")).lexically_normal());
+  return {files.begin(), files.end()};
+}
+
 void check_onnx_file(const fs::path& path) {
   const std::string file = path.string();
   ox::ModelProto mp = parse_model(path);

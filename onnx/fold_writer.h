@@ -56,6 +56,10 @@ FoldWriteSummary write_folded_onnx(const std::filesystem::path& source, const Di
                                    const std::filesystem::path& out,
                                    const FoldWriteOptions& options);
 
+// The external data files the initializers of the ONNX model at `path` read (absolute,
+// normalized; each once), so that no output of a command replaces one.
+std::vector<std::filesystem::path> external_data_files(const std::filesystem::path& path);
+
 // ONNX's checker on the file at `path` with full checking: the model checks (IR version,
 // opset imports, graph, external data beside it) and strict shape inference, both with the
 // schemas of the opsets newer than ONNX 1.12 that onnx/newer_opsets.cpp adds. Throws
