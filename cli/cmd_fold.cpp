@@ -92,9 +92,18 @@ int fold_to_onnx(const State& st, Mode mode) {
     throw ModelError(st.out, "refusing to overwrite the input model; choose another -o path");
   if (!st.json.empty() && (same_file(st.json, st.model) || same_file(st.json, st.out)))
     throw ModelError(st.json, "the report would overwrite a model file; choose another --json path");
-  const Graph g = load_input(st.model, st.dims);
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  std::vector<std::pair<const char*, double>> times;
+  auto lap = [&](const char* what) {
+    const auto t = Clock::now();
+    times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
+  };
+  Graph g = load_input(st.model, st.dims);
+  lap("load");
   const FoldPlan plan = detect_foldable(g, mode);
-  const Graph folded = apply_fold(g, plan);
+  lap("detect");
   std::optional<AtomicFileWriter> report_file;
   onnx_import::FoldWriteOptions options;
   options.rms_op = st.rms_op == "ort"      ? onnx_import::RmsOp::ort
@@ -107,15 +116,24 @@ int fold_to_onnx(const State& st, Mode mode) {
     report_file->write(report::audit_json(g, plan).dump(2) + "\n");
     options.commit_with.push_back(&*report_file);
   }
-  std::map<std::string, int64_t> dims;
-  const auto w = onnx_import::write_folded_onnx(st.model, dims, g, folded, plan.fold, st.out, options);
-  std::cout << report::audit_summary(g, plan) << "\n"
+  const std::string summary = report::audit_summary(g, plan);
+  const auto imported = onnx_import::imported_params(g);
+  const Graph folded = apply_fold(std::move(g), plan);  // in place: no copy of the weights
+  lap("fold");
+  const auto w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
+  lap("write");
+  std::cout << summary << "\n"
             << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
             << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), "
             << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
             << " centered in place, " << w.centered_copies << " new\n";
   if (!w.side_file.empty()) std::cout << "data: " << w.side_file << "\n";
   for (const std::string& f : w.copied_files) std::cout << "copied: " << f << "\n";
+  if (st.timings) {
+    std::cerr << "timings:";
+    for (const auto& [what, sec] : times) std::cerr << " " << what << " " << sec << " s";
+    std::cerr << "\n";
+  }
   return kOk;
 #else
   (void)mode;

@@ -187,13 +187,13 @@ struct Slot {
 
 class FoldWriter {
  public:
-  FoldWriter(const fs::path& source, const lnv::Graph& original, const lnv::Graph& folded,
+  FoldWriter(const fs::path& source, const ImportedParams& original, const lnv::Graph& folded,
              const std::vector<std::string>& folded_norms, const fs::path& out,
              const FoldWriteOptions& options)
       : source_(source), g_(original), f_(folded), out_(out), options_(options),
         model_dir_(source.parent_path().empty() ? fs::path(".") : source.parent_path()),
         mp_(parse_model(source)) {
-    const nlohmann::json meta = nlohmann::json::parse(g_.meta.empty() ? "{}" : g_.meta);
+    const nlohmann::json meta = nlohmann::json::parse(f_.meta.empty() ? "{}" : f_.meta);
     if (!meta.contains("onnx"))
       throw InternalError("write_folded_onnx: the graph was not imported from ONNX");
     for (const auto& [lnv_name, file_name] : meta.at("onnx").at("renamed").items())
@@ -215,7 +215,7 @@ class FoldWriter {
 
  private:
   fs::path source_;
-  const lnv::Graph& g_;
+  const ImportedParams& g_;
   const lnv::Graph& f_;
   fs::path out_;
   FoldWriteOptions options_;
@@ -471,16 +471,15 @@ class FoldWriter {
   // The param `p` of the fold differs from the original: how it is centered.
   std::optional<Centering> change_of(const Param& p) const {
     if (!p.center_axes.empty()) return Centering{p.center_axes, false};
-    const bool copy = !g_.has(p.name) || g_.ref(p.name).kind != ValueRef::Kind::param;
-    if (copy) return Centering{{}, true};
-    if (all_zero(p.values) && !all_zero(g_.params[g_.param_index(p.name)].values))
+    if (!g_.names.count(p.name)) return Centering{{}, true};  // an untied copy, zeroed
+    if (all_zero(p.values) && !g_.zero.count(p.name))
       return Centering{{}, true};
     return std::nullopt;
   }
 
   // The original param a param of the fold derives from ("<p>.centered", ".centered.2").
   std::string origin_param(const std::string& name) const {
-    if (g_.has(name) && g_.ref(name).kind == ValueRef::Kind::param) return name;
+    if (g_.names.count(name)) return name;
     const size_t at = name.rfind(".centered");
     if (at == std::string::npos) throw InternalError("write_folded_onnx: unknown param " + name);
     return name.substr(0, at);
@@ -903,8 +902,18 @@ class FoldWriter {
 
 }  // namespace
 
-FoldWriteSummary write_folded_onnx(const fs::path& source, const DimBindings&,
-                                   const lnv::Graph& original, const lnv::Graph& folded,
+ImportedParams imported_params(const lnv::Graph& original) {
+  ImportedParams out;
+  for (const Param& p : original.params) {
+    out.names.insert(p.name);
+    if (std::all_of(p.values.begin(), p.values.end(), [](double x) { return x == 0.0; }))
+      out.zero.insert(p.name);
+  }
+  return out;
+}
+
+FoldWriteSummary write_folded_onnx(const fs::path& source, const ImportedParams& original,
+                                   const lnv::Graph& folded,
                                    const std::vector<std::string>& folded_norms,
                                    const fs::path& out, const FoldWriteOptions& options) {
   FoldWriter w(source, original, folded, folded_norms, out, options);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,14 +45,23 @@ struct FoldWriteSummary {
   std::vector<std::string> copied_files;  // external data files copied beside the output
 };
 
-// Precondition: `original` is import_onnx(source, dims) and `folded` is apply_fold of it in
-// inference mode with the norms `folded_norms` swapped. Reads `source` again as a
-// ModelProto and writes `out` (and its side files) atomically. Throws lnv::ModelError
+// What the writer needs of the imported graph before the fold: its params' names and
+// which of them are all zeros (so that a param the fold zeroed is told from one that was),
+// without their values, so the fold may rewrite the graph in place.
+struct ImportedParams {
+  std::set<std::string> names;
+  std::set<std::string> zero;
+};
+ImportedParams imported_params(const lnv::Graph& original);
+
+// Precondition: `original` describes import_onnx(source, dims) and `folded` is apply_fold
+// of that graph in inference mode with the norms `folded_norms` swapped. Reads `source`
+// again as a ModelProto and writes `out` (and its side files) atomically. Throws lnv::ModelError
 // (nothing written) when `out` or a side file would replace the input or a file it reads,
 // when onnx23 meets --keep-opset on an older opset or an op whose meaning changed before
 // opset 23, or when a centered term cannot be expressed in the original graph.
-FoldWriteSummary write_folded_onnx(const std::filesystem::path& source, const DimBindings& dims,
-                                   const lnv::Graph& original, const lnv::Graph& folded,
+FoldWriteSummary write_folded_onnx(const std::filesystem::path& source,
+                                   const ImportedParams& original, const lnv::Graph& folded,
                                    const std::vector<std::string>& folded_norms,
                                    const std::filesystem::path& out,
                                    const FoldWriteOptions& options);

@@ -68,7 +68,7 @@ Folded fold_to(const fs::path& src, const DimBindings& dims, const fs::path& out
   FoldWriteOptions options;
   options.rms_op = op;
   options.sync = false;
-  f.summary = write_folded_onnx(src, dims, f.original, f.folded, f.plan.fold, out, options);
+  f.summary = write_folded_onnx(src, imported_params(f.original), f.folded, f.plan.fold, out, options);
   return f;
 }
 
@@ -496,7 +496,7 @@ TEST(HandMade, RefusalsWriteNothing) {
   const auto plan = lnv::detect_foldable(g, lnv::Mode::inference);
   const lnv::Graph folded = lnv::apply_fold(g, plan);
   try {
-    write_folded_onnx(dir / "m.onnx", dims, g, folded, plan.fold, dir / "o.onnx", keep);
+    write_folded_onnx(dir / "m.onnx", imported_params(g), folded, plan.fold, dir / "o.onnx", keep);
     ADD_FAILURE() << "written";
   } catch (const lnv::ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("--keep-opset"), std::string::npos) << e.what();
