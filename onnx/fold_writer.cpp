@@ -27,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -233,7 +234,9 @@ class FoldWriter {
   std::set<int> removed_;  // nodes of replaced norms
   std::map<int, std::vector<ox::NodeProto>> inserted_;  // new nodes, placed before node k
   std::vector<ox::TensorProto> new_initializers_;
-  std::string side_bytes_;  // the side file's contents
+  // The side file, written as each tensor is centered (never held whole in memory).
+  std::unique_ptr<AtomicFileWriter> side_;
+  size_t side_size_ = 0;
   std::vector<fs::path> input_data_files_;
 
   std::string file_name(const std::string& lnv_name) const {
@@ -448,9 +451,11 @@ class FoldWriter {
       t.set_raw_data(std::move(bytes));
       return;
     }
-    side_bytes_.resize((side_bytes_.size() + kSideAlign - 1) / kSideAlign * kSideAlign, '\0');
-    const size_t offset = side_bytes_.size();
-    side_bytes_ += bytes;
+    if (!side_) side_ = std::make_unique<AtomicFileWriter>(side_path().string());
+    const size_t offset = (side_size_ + kSideAlign - 1) / kSideAlign * kSideAlign;
+    side_->write(std::string(offset - side_size_, '\0'));
+    side_->write(bytes);
+    side_size_ = offset + bytes.size();
     t.set_data_location(ox::TensorProto::EXTERNAL);
     auto add = [&](const char* key, const std::string& value) {
       auto* kv = t.add_external_data();
@@ -872,9 +877,8 @@ class FoldWriter {
         summary_.copied_files.push_back(to.string());
       }
     }
-    if (!side_bytes_.empty()) {
-      files.push_back(std::make_unique<AtomicFileWriter>(side_path().string()));
-      files.back()->write(side_bytes_);
+    if (side_) {
+      files.push_back(std::move(side_));
       summary_.side_file = side_path().string();
     }
     std::string bytes;
