@@ -161,7 +161,7 @@ Action setup(CLI::App& sub) {
       ->check(CLI::IsMember({"source", "f32", "f64"}));
   sub.add_option("--rms-op", st->rms_op,
                  "ONNX output (-o X.onnx): how an RMSNorm is spelled: decomposed (standard ops, "
-                 "the default), ort (com.microsoft.SimplifiedLayerNormalization) or onnx23 "
+                 "the default), ort (ONNX Runtime's SimplifiedLayerNormalization) or onnx23 "
                  "(RMSNormalization, raising the opset to 23)")
       ->check(CLI::IsMember({"decomposed", "ort", "onnx23"}));
   sub.add_flag("--keep-opset", st->keep_opset,

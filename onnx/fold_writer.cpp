@@ -356,16 +356,6 @@ class FoldWriter {
   }
 
   void prepare_opset() {
-    if (options_.rms_op == RmsOp::ort) {
-      bool has = false;
-      for (const auto& o : mp_.opset_import()) has = has || o.domain() == "com.microsoft";
-      if (!has) {
-        auto* o = mp_.add_opset_import();
-        o->set_domain("com.microsoft");
-        o->set_version(1);
-      }
-      return;
-    }
     if (options_.rms_op != RmsOp::onnx23) return;
     const int64_t opset = default_opset();
     if (opset >= kRmsOpset) return;
@@ -708,7 +698,7 @@ class FoldWriter {
   }
 
   // A value the RMSNorm computes before its last node has the shape and type of x: said in
-  // value_info, so shape inference (which does not know com.microsoft ops) carries it on.
+  // value_info, for tools whose shape inference does not know ONNX Runtime's op.
   void declare_like(const std::string& value, const std::string& x) {
     if (auto v = inferred(x); v && v->type().has_tensor_type()) {
       v->set_name(value);
@@ -826,7 +816,6 @@ class FoldWriter {
       const bool ort = options_.rms_op == RmsOp::ort;
       ox::NodeProto n = make_node(base, ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
                                   {x, norm_param(base, "weight", *weight, type)}, normed);
-      if (ort) n.set_domain("com.microsoft");
       auto* a = n.add_attribute();
       a->set_name("axis");
       a->set_type(ox::AttributeProto::INT);
@@ -859,6 +848,7 @@ class FoldWriter {
       if (!removed_.count(i)) *nodes.Add() = g->node(i);
     }
     g->mutable_node()->Swap(&nodes);
+    drop_norm_constants();
     for (auto& t : new_initializers_) *g->add_initializer() = std::move(t);
 
     std::vector<std::unique_ptr<AtomicFileWriter>> files;
@@ -890,6 +880,26 @@ class FoldWriter {
     for (auto& f : files) all.push_back(f.get());
     for (AtomicFileWriter* w : options_.commit_with) all.push_back(w);
     commit_together(all, options_.sync);
+  }
+
+  // Initializers that only the replaced norms' nodes read (their eps, exponent, axes)
+  // would be left unused: they go with the nodes.
+  void drop_norm_constants() {
+    std::set<std::string> read_by_new;
+    for (const auto& [at, nodes] : inserted_)
+      for (const auto& n : nodes) read_by_new.insert(n.input().begin(), n.input().end());
+    auto* inits = mp_.mutable_graph()->mutable_initializer();
+    google::protobuf::RepeatedPtrField<ox::TensorProto> kept;
+    for (auto& t : *inits) {
+      bool dead = !is_graph_output(t.name()) && readers_.count(t.name()) &&
+                  !read_by_new.count(t.name());
+      if (dead)
+        for (const Slot& s : readers_.at(t.name())) dead = dead && removed_.count(s.node);
+      for (const auto& v : mp_.graph().input()) dead = dead && v.name() != t.name();
+      if (!dead) *kept.Add() = std::move(t);
+      else ++summary_.dropped;
+    }
+    inits->Swap(&kept);
   }
 
   static void copy_into(const fs::path& from, AtomicFileWriter& to) {

@@ -23,7 +23,8 @@ namespace lnv::onnx_import {
 // How an RMSNorm is spelled in the written file.
 enum class RmsOp {
   decomposed,  // Mul(x, x), ReduceMean, Add eps, Sqrt, Div, Mul weight (standard ops)
-  ort,         // com.microsoft.SimplifiedLayerNormalization (ONNX Runtime's fused kernel)
+  ort,         // SimplifiedLayerNormalization (ONNX Runtime's fused kernel, which ONNX
+               // Runtime registers in the default domain)
   onnx23,      // RMSNormalization (ONNX opset 23)
 };
 
@@ -41,6 +42,7 @@ struct FoldWriteSummary {
   size_t norms = 0;             // norms replaced
   size_t centered_in_place = 0; // initializers whose data was replaced, name kept
   size_t centered_copies = 0;   // new initializers (untied centered copies, norm params)
+  size_t dropped = 0;           // initializers only the replaced norms' nodes read
   std::string side_file;        // the new external data file ("" when none was written)
   std::vector<std::string> copied_files;  // external data files copied beside the output
 };
