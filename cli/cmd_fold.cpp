@@ -4,6 +4,9 @@
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
+// `lnverify fold MODEL.onnx -o FOLDED.onnx [--rms-op decomposed|ort|onnx23] [--keep-opset]`
+// writes the inference fold onto the original ONNX file instead (onnx/fold_writer.h).
+//
 // Where the weights go: when the input has `file` params or a param of at least
 // kLargeParam values (or --weights is given), params that must be written out (centered,
 // or inline `data`) with at least kMinFileNumel values go into a safetensors side file
