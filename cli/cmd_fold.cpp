@@ -4,6 +4,9 @@
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
+// `lnverify fold MODEL.onnx -o FOLDED.onnx [--rms-op decomposed|ort|onnx23] [--keep-opset]`
+// writes the inference fold onto the original ONNX file instead (onnx/fold_writer.h).
+//
 // Where the weights go: when the input has `file` params or a param of at least
 // kLargeParam values (or --weights is given), params that must be written out (centered,
 // or inline `data`) with at least kMinFileNumel values go into a safetensors side file
@@ -36,6 +39,9 @@
 #include "core/model_json.h"
 #include "core/safetensors.h"
 #include "reports/audit_report.h"
+#ifdef LNV_HAVE_ONNX
+#include "onnx/fold_writer.h"
+#endif
 
 namespace lnv::cli {
 namespace {
@@ -62,15 +68,87 @@ bool narrow_source(const Graph& g) {
   return any;
 }
 
-Action setup(CLI::App& sub) {
-  struct State {
-    std::string model, out, mode = "inference", json, weights, dtype = "source";
-    bool inline_values = false, timings = false, no_fsync = false;
-    std::vector<std::string> dims;
+struct State {
+  std::string model, out, mode = "inference", json, weights, dtype = "source", rms_op;
+  bool inline_values = false, timings = false, no_fsync = false, keep_opset = false;
+  std::vector<std::string> dims;
+};
+
+bool is_onnx_output(const std::string& out) {
+  return out.size() > 5 && out.compare(out.size() - 5, 5, ".onnx") == 0;
+}
+
+// `fold MODEL.onnx -o FOLDED.onnx`: the original ONNX graph with the folded norms replaced
+// and the centered initializers rewritten (onnx/fold_writer.h).
+int fold_to_onnx(const State& st, Mode mode) {
+#ifdef LNV_HAVE_ONNX
+  if (!is_onnx_input(st.model))
+    throw ModelError(st.out, "an ONNX output needs an ONNX model (this one is a model.json); "
+                             "use -o OUT.json");
+  if (mode != Mode::inference)
+    throw ModelError("--mode training", "an ONNX output holds the inference fold only (ONNX "
+                                        "has no cbwc marking); use -o OUT.json for training");
+  if (!st.weights.empty() || st.inline_values)
+    throw ModelError(st.weights.empty() ? "--inline" : "--weights",
+                     "applies to a model.json output; an ONNX output keeps its weights as the "
+                     "input does (docs/onnx.md, \"ONNX out\")");
+  if (same_file(st.model, st.out))
+    throw ModelError(st.out, "refusing to overwrite the input model; choose another -o path");
+  if (!st.json.empty() && (same_file(st.json, st.model) || same_file(st.json, st.out)))
+    throw ModelError(st.json, "the report would overwrite a model file; choose another --json path");
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  std::vector<std::pair<const char*, double>> times;
+  auto lap = [&](const char* what) {
+    const auto t = Clock::now();
+    times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
   };
+  Graph g = load_input(st.model, st.dims);
+  lap("load");
+  const FoldPlan plan = detect_foldable(g, mode);
+  lap("detect");
+  std::optional<AtomicFileWriter> report_file;
+  onnx_import::FoldWriteOptions options;
+  options.rms_op = st.rms_op == "ort"      ? onnx_import::RmsOp::ort
+                   : st.rms_op == "onnx23" ? onnx_import::RmsOp::onnx23
+                                           : onnx_import::RmsOp::decomposed;
+  options.keep_opset = st.keep_opset;
+  options.sync = !st.no_fsync;
+  if (!st.json.empty()) {
+    report_file.emplace(st.json);
+    report_file->write(report::audit_json(g, plan).dump(2) + "\n");
+    options.commit_with.push_back(&*report_file);
+  }
+  const std::string summary = report::audit_summary(g, plan);
+  const auto imported = onnx_import::imported_params(g);
+  const Graph folded = apply_fold(std::move(g), plan);  // in place: no copy of the weights
+  lap("fold");
+  const auto w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
+  lap("write");
+  std::cout << summary << "\n"
+            << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
+            << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), "
+            << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
+            << " centered in place, " << w.centered_copies << " new\n";
+  if (!w.side_file.empty()) std::cout << "data: " << w.side_file << "\n";
+  for (const std::string& f : w.copied_files) std::cout << "copied: " << f << "\n";
+  if (st.timings) {
+    std::cerr << "timings:";
+    for (const auto& [what, sec] : times) std::cerr << " " << what << " " << sec << " s";
+    std::cerr << "\n";
+  }
+  return kOk;
+#else
+  (void)mode;
+  throw ModelError(st.out, "this lnverify was built without ONNX support (LNV_WITH_ONNX=OFF)");
+#endif
+}
+
+Action setup(CLI::App& sub) {
   auto st = std::make_shared<State>();
   add_model_input(sub, st->model, st->dims, "the model to rewrite (model.json or .onnx)");
-  sub.add_option("-o,--output", st->out, "where to write the rewritten model.json")->required();
+  sub.add_option("-o,--output", st->out, "where to write the rewritten model: model.json, or FOLDED.onnx for an ONNX model")->required();
   sub.add_option("--mode", st->mode, "inference (center weights in place) or training "
                                      "(keep the stored weights, mark cbwc)")
       ->check(CLI::IsMember({"inference", "training"}));
@@ -85,6 +163,14 @@ Action setup(CLI::App& sub) {
                  "side file dtype: source (F32 when the input's large params are all "
                  "F32/F16/BF16 files, else F64), f32 (nearest float) or f64 (exact)")
       ->check(CLI::IsMember({"source", "f32", "f64"}));
+  sub.add_option("--rms-op", st->rms_op,
+                 "ONNX output (-o X.onnx): how an RMSNorm is spelled: decomposed (standard ops, "
+                 "the default), ort (ONNX Runtime's SimplifiedLayerNormalization) or onnx23 "
+                 "(RMSNormalization, raising the opset to 23)")
+      ->check(CLI::IsMember({"decomposed", "ort", "onnx23"}));
+  sub.add_flag("--keep-opset", st->keep_opset,
+               "ONNX output: never raise the model's opset (--rms-op onnx23 on an older model "
+               "is then an error)");
   sub.add_flag("--timings", st->timings, "print the seconds of load, detect, fold and save to stderr");
   sub.add_flag("--no-fsync", st->no_fsync,
                "do not flush the written files to disk before renaming them into place "
@@ -95,6 +181,10 @@ Action setup(CLI::App& sub) {
     if (!st->json.empty() && (same_file(st->json, st->model) || same_file(st->json, st->out)))
       throw ModelError(st->json, "the report would overwrite a model file; choose another --json path");
     const Mode mode = st->mode == "training" ? Mode::training : Mode::inference;
+    if (is_onnx_output(st->out)) return fold_to_onnx(*st, mode);
+    if (!st->rms_op.empty() || st->keep_opset)
+      throw ModelError(st->rms_op.empty() ? "--keep-opset" : "--rms-op",
+                       "applies to an ONNX output (-o FOLDED.onnx from an ONNX model)");
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
     std::vector<std::pair<const char*, double>> times;
@@ -103,6 +193,15 @@ Action setup(CLI::App& sub) {
       times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
       t0 = t;
     };
+#ifdef LNV_HAVE_ONNX
+    // An ONNX model's external data is read as it is imported: no output may replace it.
+    if (is_onnx_input(st->model))
+      for (const auto& f : onnx_import::external_data_files(st->model))
+        for (const std::string* out : {&st->out, &st->json, &st->weights})
+          if (!out->empty() && same_file(*out, f.string()))
+            throw ModelError(*out, "refusing to overwrite the external data file " + f.string() +
+                                       " the input model reads; choose another path");
+#endif
     // File params stay deferred: the fold reads structure only, and save_model streams
     // the params it centers from the input's file.
     LoadOptions load;

@@ -533,7 +533,7 @@ bool is_imported_op(const std::string& domain, const std::string& op_type) {
     return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization";
   if (!domain.empty() && domain != "ai.onnx") return false;
   return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
-         op_type == "RMSNormalization";
+         op_type == "RMSNormalization" || op_type == "SimplifiedLayerNormalization";
 }
 
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims) {

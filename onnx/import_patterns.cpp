@@ -30,6 +30,7 @@ class Matcher {
       if (is(i, "Pow") || is(i, "Mul")) try_rms_norm_decomposed(i);
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (is(i, "LayerNormalization") || is(i, "RMSNormalization") ||
+          is(i, "SimplifiedLayerNormalization") ||
           is(i, "SimplifiedLayerNormalization", "com.microsoft"))
         try_norm_op(i);
       if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);

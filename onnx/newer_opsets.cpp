@@ -50,11 +50,20 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
     // with LayerNormalization's signature (whose optional bias and statistics outputs it
     // lacks: the importer refuses those).
     add(renamed("LayerNormalization", 17, "RMSNormalization", 23));
+    // ONNX Runtime's SimplifiedLayerNormalization (X, scale -> Y, with axis, epsilon,
+    // stash_type; an optional inv_std_var output), which ONNX Runtime registers in the
+    // default domain (version 1 on); files also spell it in com.microsoft. ONNX 1.12 has no
+    // schema for it, so shape inference would stop at it: checked and inferred as
+    // LayerNormalization.
+    simplified_ = renamed("LayerNormalization", 17, "SimplifiedLayerNormalization", 1);
   }
 
   const ox::OpSchema* GetSchema(const std::string& key, const int max_version,
                                 const std::string& domain) const override {
     const bool onnx_domain = domain.empty() || domain == "ai.onnx";
+    if ((onnx_domain || domain == "com.microsoft") && key == "SimplifiedLayerNormalization" &&
+        max_version >= 1)
+      return &simplified_;
     if (!onnx_domain || max_version <= kKnownOpset)
       return ox::OpSchemaRegistry::Instance()->GetSchema(key, max_version, domain);
     auto it = newer_.find(key);
@@ -72,6 +81,7 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
     newer_[name].emplace(since, std::move(s));
   }
   std::map<std::string, std::map<int, ox::OpSchema>> newer_;
+  ox::OpSchema simplified_;
 };
 
 }  // namespace

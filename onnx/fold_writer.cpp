@@ -1,0 +1,972 @@
+// write_folded_onnx (onnx/fold_writer.h): the fold of the imported graph carried back onto
+// the original ModelProto.
+//
+// What changes, found by comparing the imported graph with its fold:
+// - a param the fold centered (Param::center_axes) or zeroed (a removed term), or an untied
+//   copy "<param>.centered": its uses are mapped back to the ONNX node inputs that read the
+//   param's initializer (lnv node names are the file's, plus a ".suffix" for expanded nodes;
+//   a norm's through meta.onnx.norms). When every reader of the initializer wants the same
+//   centering, its data is replaced under its name; otherwise a centered copy is added and
+//   only the readers that want it are rewired.
+// - a centered constant the importer folded out of a lookup (GPT-2's wpe[positions], a
+//   class token expanded by batch): the file has no initializer for it, and its value holds
+//   only at the bound dims. Centering commutes with the Gather (axis 0), Expand, Reshape,
+//   Unsqueeze, Squeeze or Identity chain that made it when the centered axes are trailing
+//   and keep their dims, so the table at the chain's start is centered instead.
+// - each folded norm: the ONNX nodes meta.onnx.norms lists are replaced, where the last of
+//   them stood, by an RMSNorm spelled as --rms-op says, reading the first node's input and
+//   writing the last node's output.
+#include "onnx/fold_writer.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/shape.h"
+#include "onnx/float_formats.h"
+#include "onnx/newer_opsets.h"
+
+namespace lnv::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ox = ::onnx;
+
+constexpr int64_t kRmsOpset = 23;    // RMSNormalization's opset
+constexpr int64_t kKnownOpset = 17;  // the newest opset ONNX 1.12's own registry knows
+constexpr size_t kSideAlign = 64;    // offsets of tensors in the side file
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+std::string read_bytes(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw ModelError(path.string(), "cannot read the file's size");
+  if (size >= (uint64_t{2} << 30))
+    throw ModelError(path.string(), "the file is 2 GiB or more; ONNX files keep weights that "
+                                    "large in external data files");
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in) throw ModelError(path.string(), "cannot read the file");
+  return bytes;
+}
+
+ox::ModelProto parse_model(const fs::path& path) {
+  const std::string bytes = read_bytes(path);
+  ox::ModelProto mp;
+  if (!mp.ParseFromString(bytes))
+    throw ModelError(path.string(), "not an ONNX model: the bytes do not parse as a ModelProto");
+  return mp;
+}
+
+std::string external_key(const ox::TensorProto& t, const std::string& key) {
+  for (const auto& kv : t.external_data())
+    if (kv.key() == key) return kv.value();
+  return "";
+}
+
+bool is_external(const ox::TensorProto& t) { return t.data_location() == ox::TensorProto::EXTERNAL; }
+
+size_t elem_bytes(int32_t type) {
+  switch (type) {
+    case ox::TensorProto::FLOAT: return 4;
+    case ox::TensorProto::DOUBLE: return 8;
+    case ox::TensorProto::FLOAT16:
+    case ox::TensorProto::BFLOAT16: return 2;
+    default: return 0;
+  }
+}
+
+int64_t numel_of(const ox::TensorProto& t) {
+  int64_t n = 1;
+  for (int64_t d : t.dims()) n *= d;
+  return n;
+}
+
+// The values of float tensor `t` (raw, typed fields or external data beside the model).
+std::vector<double> decode_floats(const ox::TensorProto& t, const fs::path& model_dir) {
+  const std::string where = "initializer " + in_quotes(t.name());
+  const size_t width = elem_bytes(t.data_type());
+  if (width == 0) throw ModelError(where, "is not a float tensor");
+  const int64_t n = numel_of(t);
+  std::string raw;
+  if (is_external(t)) {
+    const std::string off = external_key(t, "offset");
+    std::ifstream in(model_dir / external_key(t, "location"), std::ios::binary);
+    raw.assign(size_t(n) * width, '\0');
+    in.seekg(off.empty() ? 0 : std::stoll(off));
+    in.read(raw.data(), std::streamsize(raw.size()));
+    if (!in) throw ModelError(where, "its external data cannot be read");
+  } else if (t.has_raw_data()) {
+    raw = t.raw_data();
+  }
+  std::vector<double> v(static_cast<size_t>(n));
+  if (!raw.empty() || n == 0) {
+    if (raw.size() != size_t(n) * width) throw ModelError(where, "raw data of the wrong length");
+    for (int64_t k = 0; k < n; ++k) {
+      const char* p = raw.data() + k * int64_t(width);
+      if (width == 4) { float f; std::memcpy(&f, p, 4); v[k] = f; }
+      else if (width == 8) { std::memcpy(&v[k], p, 8); }
+      else {
+        uint16_t h; std::memcpy(&h, p, 2);
+        v[k] = t.data_type() == ox::TensorProto::FLOAT16 ? half_bits_to_double(h)
+                                                         : bfloat16_bits_to_double(h);
+      }
+    }
+    return v;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (t.data_type() == ox::TensorProto::FLOAT) v[k] = t.float_data(int(k));
+    else if (t.data_type() == ox::TensorProto::DOUBLE) v[k] = t.double_data(int(k));
+    else {
+      const auto h = uint16_t(t.int32_data(int(k)));
+      v[k] = t.data_type() == ox::TensorProto::FLOAT16 ? half_bits_to_double(h)
+                                                       : bfloat16_bits_to_double(h);
+    }
+  }
+  return v;
+}
+
+// `values` rounded to `type` and laid out little-endian.
+std::string encode_floats(const std::vector<double>& values, int32_t type) {
+  const size_t width = elem_bytes(type);
+  std::string out(values.size() * width, '\0');
+  for (size_t k = 0; k < values.size(); ++k) {
+    char* p = out.data() + k * width;
+    if (type == ox::TensorProto::FLOAT) { const float f = float(values[k]); std::memcpy(p, &f, 4); }
+    else if (type == ox::TensorProto::DOUBLE) std::memcpy(p, &values[k], 8);
+    else {
+      const uint16_t h = type == ox::TensorProto::FLOAT16 ? double_to_half_bits(values[k])
+                                                          : double_to_bfloat16_bits(values[k]);
+      std::memcpy(p, &h, 2);
+    }
+  }
+  return out;
+}
+
+// `v` (row-major, `shape`) centered over `axes`, or zeroed.
+std::vector<double> centered_values(std::vector<double> v, const Shape& shape, const Axes& axes,
+                                    bool remove) {
+  if (remove) {
+    std::fill(v.begin(), v.end(), 0.0);
+    return v;
+  }
+  Param p;
+  p.shape = shape;
+  p.values = std::move(v);
+  p.center_axes = axes;
+  return effective_values(p);
+}
+
+// What one centered use wants: the param of the fold it reads.
+struct Centering {
+  Axes axes;
+  bool remove = false;
+  bool operator==(const Centering&) const = default;
+};
+
+struct Slot {
+  int node;  // index into the original graph's nodes
+  int input;
+  bool operator<(const Slot& o) const { return std::tie(node, input) < std::tie(o.node, o.input); }
+};
+
+class FoldWriter {
+ public:
+  FoldWriter(const fs::path& source, const ImportedParams& original, const lnv::Graph& folded,
+             const std::vector<std::string>& folded_norms, const fs::path& out,
+             const FoldWriteOptions& options)
+      : source_(source), g_(original), f_(folded), out_(out), options_(options),
+        model_dir_(source.parent_path().empty() ? fs::path(".") : source.parent_path()),
+        mp_(parse_model(source)) {
+    const nlohmann::json meta = nlohmann::json::parse(f_.meta.empty() ? "{}" : f_.meta);
+    if (!meta.contains("onnx"))
+      throw InternalError("write_folded_onnx: the graph was not imported from ONNX");
+    for (const auto& [lnv_name, file_name] : meta.at("onnx").at("renamed").items())
+      renamed_[lnv_name] = file_name.get<std::string>();
+    for (const auto& [lnv_name, nodes] : meta.at("onnx").at("norms").items())
+      norms_[lnv_name] = nodes.get<std::vector<std::string>>();
+    for (const std::string& n : folded_norms) folded_norms_.insert(n);
+    index_graph();
+  }
+
+  FoldWriteSummary run() {
+    refuse_overwrites();
+    prepare_opset();
+    center_params();
+    replace_norms();
+    write();
+    return summary_;
+  }
+
+ private:
+  fs::path source_;
+  const ImportedParams& g_;
+  const lnv::Graph& f_;
+  fs::path out_;
+  FoldWriteOptions options_;
+  fs::path model_dir_;
+  ox::ModelProto mp_;
+  FoldWriteSummary summary_;
+
+  std::map<std::string, std::string> renamed_;
+  std::map<std::string, std::vector<std::string>> norms_;
+  std::set<std::string> folded_norms_;
+  std::set<std::string> names_;  // every value and node name of the graph, for fresh()
+  std::unordered_map<std::string, int> producer_;
+  std::unordered_map<std::string, std::vector<Slot>> readers_;
+  std::unordered_map<std::string, int> initializer_;
+  std::set<int> removed_;  // nodes of replaced norms
+  std::map<int, std::vector<ox::NodeProto>> inserted_;  // new nodes, placed before node k
+  std::vector<ox::TensorProto> new_initializers_;
+  // The side file, written as each tensor is centered (never held whole in memory).
+  std::unique_ptr<AtomicFileWriter> side_;
+  size_t side_size_ = 0;
+  std::vector<fs::path> input_data_files_;
+
+  std::string file_name(const std::string& lnv_name) const {
+    auto it = renamed_.find(lnv_name);
+    return it == renamed_.end() ? lnv_name : it->second;
+  }
+
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 2; names_.count(name); ++k) name = base + "." + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  void index_graph() {
+    const auto& g = mp_.graph();
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      initializer_[g.initializer(i).name()] = i;
+      names_.insert(g.initializer(i).name());
+    }
+    for (const auto& v : g.input()) names_.insert(v.name());
+    std::set<fs::path> files;
+    for (const auto& t : g.initializer())
+      if (is_external(t)) files.insert(model_dir_ / external_key(t, "location"));
+    input_data_files_.assign(files.begin(), files.end());
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      names_.insert(n.name());
+      for (const auto& o : n.output()) {
+        producer_[o] = i;
+        names_.insert(o);
+      }
+      for (int k = 0; k < n.input_size(); ++k)
+        if (!n.input(k).empty()) readers_[n.input(k)].push_back({i, k});
+    }
+  }
+
+  bool is_graph_output(const std::string& v) const {
+    for (const auto& o : mp_.graph().output())
+      if (o.name() == v) return true;
+    return false;
+  }
+
+  std::string node_label(int i) const {
+    const auto& n = mp_.graph().node(i);
+    return "node " + in_quotes(n.name().empty() ? "#" + std::to_string(i) : n.name()) + " (" +
+           n.op_type() + ")";
+  }
+
+  // --- paths -------------------------------------------------------------------------
+
+  std::vector<fs::path> input_data_files() const { return input_data_files_; }
+
+  static bool same_path(const fs::path& a, const fs::path& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec);
+  }
+
+  fs::path side_path() const { return fs::path(out_.string() + ".data"); }
+  bool out_beside_input() const {
+    const fs::path od = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
+    return same_path(od, model_dir_);
+  }
+
+  void refuse_overwrites() const {
+    if (same_path(out_, source_))
+      throw ModelError(out_.string(), "refusing to overwrite the input model; choose another -o path");
+    for (const fs::path& f : input_data_files()) {
+      if (same_path(out_, f))
+        throw ModelError(out_.string(), "refusing to overwrite the external data file " +
+                                            f.string() + " the input model reads; choose another -o path");
+      if (same_path(side_path(), f))
+        throw ModelError(side_path().string(), "the output's data file would overwrite the "
+                                               "external data file the input model reads; choose another -o path");
+    }
+    if (same_path(side_path(), source_))
+      throw ModelError(side_path().string(), "the output's data file would overwrite the input model");
+  }
+
+  // --- opset --------------------------------------------------------------------------
+
+  int64_t default_opset() const {
+    for (const auto& o : mp_.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+    return 0;
+  }
+
+  // onnx23 on an older model: raise the default-domain opset to 23 when every op of the
+  // graph means the same there. Between the model's opset and 17 (ONNX 1.12's registry
+  // knows both schemas) an op is refused when its signature changed: an input renamed,
+  // moved or added as required, or an attribute dropped (Split's `split`, Squeeze's `axes`,
+  // Slice's and Clip's attributes becoming inputs); a change of the types only (bfloat16)
+  // or an added optional attribute keeps its meaning. Softmax, LogSoftmax and Hardmax
+  // changed meaning at 13 without a signature change (one axis instead of a 2-D
+  // coercion). From 18 to 23 only the reductions' `axes` (an attribute before 18, an
+  // input from 18) matter to a float graph: those attributes move into int64 initializers.
+  static bool same_meaning(const std::string& op, int64_t opset) {
+    static const std::set<std::string> axis_semantics = {"Softmax", "LogSoftmax", "Hardmax"};
+    if (axis_semantics.count(op) && opset < 13) return false;
+    const auto* from = ox::OpSchemaRegistry::Schema(op, int(std::min(opset, kKnownOpset)), "");
+    const auto* to = ox::OpSchemaRegistry::Schema(op, int(kKnownOpset), "");
+    if (!from || !to || from->SinceVersion() == to->SinceVersion()) return true;
+    const bool reduction = op.rfind("Reduce", 0) == 0;
+    const auto& a = from->inputs();
+    const auto& b = to->inputs();
+    for (size_t k = 0; k < b.size(); ++k) {
+      if (k < a.size() && a[k].GetName() != b[k].GetName()) return false;
+      if (k >= a.size() && b[k].GetOption() == ox::OpSchema::Single &&
+          !(reduction && b[k].GetName() == "axes"))
+        return false;
+    }
+    if (a.size() > b.size()) return false;
+    for (const auto& [name, attr] : from->attributes())
+      if (!to->attributes().count(name) && !(reduction && name == "axes")) return false;
+    return true;
+  }
+
+  void prepare_opset() {
+    if (options_.rms_op != RmsOp::onnx23) return;
+    const int64_t opset = default_opset();
+    if (opset >= kRmsOpset) return;
+    if (options_.keep_opset)
+      throw ModelError(source_.string(), "--rms-op onnx23 needs opset 23 (RMSNormalization); the "
+                                         "model imports opset " + std::to_string(opset) +
+                                         " and --keep-opset forbids raising it");
+    std::set<std::string> changed;
+    for (const auto& n : mp_.graph().node()) {
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      if (!same_meaning(n.op_type(), opset)) changed.insert(n.op_type());
+      for (const auto& a : n.attribute())
+        if (a.type() == ox::AttributeProto::GRAPH || a.type() == ox::AttributeProto::GRAPHS)
+          changed.insert(n.op_type() + " (a subgraph)");
+    }
+    if (!changed.empty()) {
+      std::string list;
+      for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;
+      throw ModelError(source_.string(), "--rms-op onnx23 raises the opset from " +
+                                             std::to_string(opset) + " to 23, where these ops "
+                                             "are defined differently: " + list +
+                                             "; use --rms-op decomposed or ort");
+    }
+    for (auto& n : *mp_.mutable_graph()->mutable_node()) move_reduce_axes(n);
+    for (auto& o : *mp_.mutable_opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(kRmsOpset);
+  }
+
+  void move_reduce_axes(ox::NodeProto& n) {
+    static const std::set<std::string> reductions = {
+        "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ReduceSum"};
+    if (!reductions.count(n.op_type())) return;
+    auto* attrs = n.mutable_attribute();
+    for (int k = 0; k < attrs->size(); ++k) {
+      if (attrs->Get(k).name() != "axes") continue;
+      std::vector<int64_t> axes(attrs->Get(k).ints().begin(), attrs->Get(k).ints().end());
+      attrs->DeleteSubrange(k, 1);
+      n.add_input(int64_initializer((n.name().empty() ? n.output(0) : n.name()) + "/axes", axes));
+      return;
+    }
+  }
+
+  std::string int64_initializer(const std::string& base, const std::vector<int64_t>& values) {
+    ox::TensorProto t;
+    t.set_name(fresh(base));
+    t.set_data_type(ox::TensorProto::INT64);
+    t.add_dims(int64_t(values.size()));
+    for (int64_t v : values) t.add_int64_data(v);
+    new_initializers_.push_back(t);
+    return t.name();
+  }
+
+  // A new float initializer: inline when small or when the input keeps no external data,
+  // else in the side file.
+  std::string float_initializer(const std::string& base, const Shape& dims,
+                                const std::vector<double>& values, int32_t type,
+                                bool was_external = false) {
+    ox::TensorProto t;
+    t.set_name(fresh(base));
+    t.set_data_type(type);
+    for (int64_t d : dims) t.add_dims(d);
+    store(t, values, was_external);
+    new_initializers_.push_back(std::move(t));
+    ++summary_.centered_copies;
+    return new_initializers_.back().name();
+  }
+
+  bool uses_external_data() const { return !input_data_files_.empty(); }
+
+  // `values` as the data of `t`: in the side file when the input keeps external data and
+  // the tensor was external or is 1 KiB or more; inline otherwise.
+  void store(ox::TensorProto& t, const std::vector<double>& values, bool was_external = false) {
+    was_external = was_external || is_external(t);
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_int32_data();
+    t.clear_external_data();
+    t.clear_data_location();
+    std::string bytes = encode_floats(values, t.data_type());
+    if (!uses_external_data() || (!was_external && bytes.size() < 1024)) {
+      t.set_raw_data(std::move(bytes));
+      return;
+    }
+    if (!side_) side_ = std::make_unique<AtomicFileWriter>(side_path().string());
+    const size_t offset = (side_size_ + kSideAlign - 1) / kSideAlign * kSideAlign;
+    side_->write(std::string(offset - side_size_, '\0'));
+    side_->write(bytes);
+    side_size_ = offset + bytes.size();
+    t.set_data_location(ox::TensorProto::EXTERNAL);
+    auto add = [&](const char* key, const std::string& value) {
+      auto* kv = t.add_external_data();
+      kv->set_key(key);
+      kv->set_value(value);
+    };
+    add("location", side_path().filename().string());
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(bytes.size()));
+  }
+
+  // --- centered params ------------------------------------------------------------------
+
+  static bool all_zero(const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return x == 0.0; });
+  }
+
+  // The param `p` of the fold differs from the original: how it is centered.
+  std::optional<Centering> change_of(const Param& p) const {
+    if (!p.center_axes.empty()) return Centering{p.center_axes, false};
+    if (!g_.names.count(p.name)) return Centering{{}, true};  // an untied copy, zeroed
+    if (all_zero(p.values) && !g_.zero.count(p.name))
+      return Centering{{}, true};
+    return std::nullopt;
+  }
+
+  // The original param a param of the fold derives from ("<p>.centered", ".centered.2").
+  std::string origin_param(const std::string& name) const {
+    if (g_.names.count(name)) return name;
+    const size_t at = name.rfind(".centered");
+    if (at == std::string::npos) throw InternalError("write_folded_onnx: unknown param " + name);
+    return name.substr(0, at);
+  }
+
+  // The ONNX node inputs reading `value` on behalf of lnv node `lnv_node`.
+  std::vector<Slot> slots_of(const std::string& lnv_node, const std::string& value) const {
+    std::vector<std::string> names;
+    if (auto it = norms_.find(lnv_node); it != norms_.end()) names = it->second;
+    std::vector<Slot> out;
+    const std::string want = file_name(lnv_node);
+    auto it = readers_.find(value);
+    if (it == readers_.end()) return out;
+    for (const Slot& s : it->second) {
+      const auto& n = mp_.graph().node(s.node);
+      const std::string label = n.name().empty() ? n.output(0) : n.name();
+      const bool listed = std::find(names.begin(), names.end(), n.name().empty() ? "#" : n.name()) != names.end();
+      const bool named = want == label || want.rfind(label + ".", 0) == 0 || want.rfind(label + ":", 0) == 0;
+      if (listed || (names.empty() && named)) out.push_back(s);
+    }
+    return out;
+  }
+
+  void center_params() {
+    // Per ONNX value (an initializer, or a constant the import folded): the readers that
+    // want each centering, and the fold's param holding it.
+    struct Want {
+      std::string value;
+      std::map<Slot, std::string> slots;  // reader -> fold param
+    };
+    std::map<std::string, Want> wants;
+    std::map<std::string, Centering> centering;  // fold param -> its centering
+    std::map<std::string, std::vector<std::pair<std::string, std::string>>> uses;  // param -> (node, attr)
+    for (const lnv::Node& n : f_.nodes) {
+      for (const auto& [attr, p] : n.param_attrs()) uses[p].push_back({n.name, attr});
+      for (const std::string& in : n.inputs)
+        if (f_.has(in) && f_.ref(in).kind == ValueRef::Kind::param) uses[in].push_back({n.name, in});
+    }
+    for (const Param& p : f_.params) {
+      const auto c = change_of(p);
+      if (!c) continue;
+      centering[p.name] = *c;
+      const std::string value = file_name(origin_param(p.name));
+      for (const auto& [node, attr] : uses[p.name]) {
+        if (folded_norms_.count(node)) continue;  // the norm's own params: replace_norms
+        const auto slots = slots_of(node, value);
+        if (slots.empty())
+          throw ModelError(source_.string(), "the fold centers " + in_quotes(value) + " as read by " +
+                                                 in_quotes(file_name(node)) + ", and no ONNX node "
+                                                 "input maps to that use");
+        for (const Slot& s : slots) {
+          wants[value].value = value;
+          wants[value].slots[s] = p.name;
+        }
+      }
+    }
+    for (const auto& [value, want] : wants) {
+      if (initializer_.count(value)) center_initializer(value, want.slots, centering);
+      else center_lookup(value, want.slots, centering);
+    }
+  }
+
+  int32_t type_of_initializer(const std::string& name) const {
+    return mp_.graph().initializer(initializer_.at(name)).data_type();
+  }
+
+  void center_initializer(const std::string& value, const std::map<Slot, std::string>& slots,
+                          const std::map<std::string, Centering>& centering) {
+    std::set<std::string> params;
+    for (const auto& [s, p] : slots) params.insert(p);
+    bool every_reader = true;
+    for (const Slot& s : readers_.at(value))
+      if (!removed_by_norm(s.node)) every_reader = every_reader && slots.count(s);
+    auto& proto = *mp_.mutable_graph()->mutable_initializer(initializer_.at(value));
+    const std::vector<double> raw = decode_floats(proto, model_dir_);
+    for (const std::string& p : params) {
+      const Param& fp = f_.params[f_.param_index(p)];
+      const Centering& c = centering.at(p);
+      const std::vector<double> v = centered_values(raw, fp.shape, c.axes, c.remove);
+      if (every_reader && params.size() == 1) {
+        store(proto, v);
+        ++summary_.centered_in_place;
+        return;
+      }
+      const Shape dims(proto.dims().begin(), proto.dims().end());
+      const std::string name =
+          float_initializer(value + ".centered", dims, v, proto.data_type(), is_external(proto));
+      for (const auto& [s, q] : slots)
+        if (q == p) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, name);
+    }
+  }
+
+  // A constant folded from a chain of lookups/broadcasts over an initializer: the table is
+  // centered over the same trailing axes.
+  void center_lookup(const std::string& value, const std::map<Slot, std::string>& slots,
+                     const std::map<std::string, Centering>& centering) {
+    std::set<std::string> params;
+    for (const auto& [s, p] : slots) params.insert(p);
+    const std::string where = source_.string() + ": the fold centers the constant " + in_quotes(value);
+    if (params.size() != 1 || readers_.at(value).size() != slots.size())
+      throw ModelError(where, "whose readers want different centerings; the ONNX writer cannot "
+                              "split a folded constant");
+    const Param& fp = f_.params[f_.param_index(*params.begin())];
+    const Centering& c = centering.at(*params.begin());
+    const int64_t rank = int64_t(fp.shape.size());
+    const int64_t k = c.remove ? 0 : int64_t(c.axes.size());
+    for (size_t j = 0; j < c.axes.size(); ++j)
+      if (c.axes[j] != rank - k + int64_t(j))
+        throw ModelError(where, "over axes that are not trailing; the ONNX writer cannot center it");
+    static const std::set<std::string> chain_ops = {"Gather", "Expand", "Reshape", "Unsqueeze",
+                                                    "Squeeze", "Identity"};
+    std::string v = value;
+    int first = -1;
+    while (!initializer_.count(v)) {
+      auto it = producer_.find(v);
+      if (it == producer_.end()) throw ModelError(where, "which no node computes");
+      const auto& n = mp_.graph().node(it->second);
+      if (!chain_ops.count(n.op_type()) || (!n.domain().empty() && n.domain() != "ai.onnx"))
+        throw ModelError(where, "computed by " + node_label(it->second) + "; the ONNX writer "
+                                "centers only tables read through Gather, Expand, Reshape, "
+                                "Unsqueeze, Squeeze or Identity");
+      for (const auto& a : n.attribute())
+        if (n.op_type() == "Gather" && a.name() == "axis" && a.i() != 0)
+          throw ModelError(where, "read by " + node_label(it->second) + " along axis " +
+                                  std::to_string(a.i()) + " (the writer follows axis 0 only)");
+      if (v != value && readers_.at(v).size() != 1)
+        throw ModelError(where, "whose lookup chain is shared at " + in_quotes(v));
+      first = it->second;
+      v = n.input(0);
+    }
+    const auto& table = mp_.graph().initializer(initializer_.at(v));
+    const Shape dims(table.dims().begin(), table.dims().end());
+    const int64_t trank = int64_t(dims.size());
+    if (trank <= k || (k > 0 && !std::equal(dims.end() - k, dims.end(), fp.shape.end() - k)))
+      throw ModelError(where, "whose centered axes do not keep the dims of the table " + in_quotes(v));
+    Axes axes;
+    for (int64_t j = trank - k; j < trank; ++j) axes.push_back(j);
+    const std::vector<double> centered = centered_values(decode_floats(table, model_dir_), dims, axes, c.remove);
+    if (readers_.at(v).size() == 1) {
+      store(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), centered);
+      ++summary_.centered_in_place;
+    } else {
+      const std::string name =
+          float_initializer(v + ".centered", dims, centered, table.data_type(), is_external(table));
+      mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
+    }
+  }
+
+  // --- norms ---------------------------------------------------------------------------
+
+  bool removed_by_norm(int node) const { return norm_nodes_.count(node) != 0; }
+  std::set<int> norm_nodes_;  // filled before center_params by collect_norm_nodes
+
+  int node_by_label(const std::string& label) const {
+    for (int i = 0; i < mp_.graph().node_size(); ++i)
+      if (mp_.graph().node(i).name() == label) return i;
+    return -1;
+  }
+
+  std::vector<int> norm_node_indices(const std::string& norm) const {
+    std::vector<int> out;
+    auto it = norms_.find(norm);
+    if (it == norms_.end())
+      throw ModelError(source_.string(), "the fold swaps " + in_quotes(norm) + ", which meta.onnx.norms "
+                                                                          "does not list");
+    for (const std::string& label : it->second) {
+      const int i = node_by_label(label);
+      if (i < 0)
+        throw ModelError(source_.string(), "norm " + in_quotes(norm) + ": its node " + in_quotes(label) +
+                                               " is not a named node of the file; the ONNX writer "
+                                               "needs named norm nodes");
+      out.push_back(i);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ public:
+  void collect_norm_nodes() {
+    for (const std::string& norm : folded_norms_)
+      for (int i : norm_node_indices(norm)) norm_nodes_.insert(i);
+  }
+
+ private:
+  // ONNX shape inference's type and shape of `value` in the original graph (symbolic dims
+  // kept), run once on a copy without the large initializers' data.
+  std::optional<ox::ValueInfoProto> inferred(const std::string& value) {
+    if (!inferred_) {
+      ox::ModelProto copy = mp_;
+      for (auto& t : *copy.mutable_graph()->mutable_initializer())
+        if (numel_of(t) > 4096) {
+          t.clear_raw_data();
+          t.clear_float_data();
+          t.clear_external_data();
+          t.clear_data_location();
+        }
+      try {
+        ox::ShapeInferenceOptions options(false, 0, false);
+        ox::shape_inference::InferShapes(copy, newer_opset_registry(), options);
+      } catch (const std::exception&) {
+        // Types and shapes stay unknown; the writer falls back to the weight's type.
+      }
+      inferred_.emplace();
+      for (const auto* list : {&copy.graph().input(), &copy.graph().value_info(), &copy.graph().output()})
+        for (const auto& v : *list) inferred_->emplace(v.name(), v);
+    }
+    auto it = inferred_->find(value);
+    if (it == inferred_->end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<std::map<std::string, ox::ValueInfoProto>> inferred_;
+
+  int32_t float_type_of(const std::string& value, const Param* weight) {
+    if (const auto v = inferred(value); v && v->type().has_tensor_type() && v->type().tensor_type().elem_type())
+      return v->type().tensor_type().elem_type();
+    if (weight) {
+      const std::string init = file_name(origin_param(weight->name));
+      if (initializer_.count(init)) return type_of_initializer(init);
+    }
+    return ox::TensorProto::FLOAT;
+  }
+
+  // A value the RMSNorm computes before its last node has the shape and type of x: said in
+  // value_info, for tools whose shape inference does not know ONNX Runtime's op.
+  void declare_like(const std::string& value, const std::string& x) {
+    if (auto v = inferred(x); v && v->type().has_tensor_type()) {
+      v->set_name(value);
+      v->clear_doc_string();
+      *mp_.mutable_graph()->add_value_info() = *v;
+    }
+  }
+
+  ox::NodeProto make_node(const std::string& base, const std::string& op,
+                          std::vector<std::string> inputs, const std::string& output) {
+    ox::NodeProto n;
+    n.set_name(fresh(base + "/" + op));
+    n.set_op_type(op);
+    for (auto& i : inputs) n.add_input(i);
+    n.add_output(output);
+    return n;
+  }
+
+  // The param of the norm, as an initializer name: the original's when unchanged and of the
+  // same dims, else a new one.
+  std::string norm_param(const std::string& base, const char* what, const Param& p, int32_t type) {
+    if (!change_of(p)) {
+      const std::string init = file_name(p.name);
+      if (initializer_.count(init)) {
+        const auto& t = mp_.graph().initializer(initializer_.at(init));
+        if (Shape(t.dims().begin(), t.dims().end()) == p.shape && t.data_type() == type) return init;
+      }
+    }
+    return float_initializer(base + "/" + what, p.shape, effective_values(p), type);
+  }
+
+  void replace_norms() {
+    for (const std::string& norm : folded_norms_) {
+      const std::vector<int> nodes = norm_node_indices(norm);
+      const std::set<int> in_norm(nodes.begin(), nodes.end());
+      const lnv::Node& fn = f_.nodes[f_.node_index(norm)];
+      if (fn.op != Op::rms_norm) throw InternalError("write_folded_onnx: " + norm + " is not folded");
+      const auto& first = mp_.graph().node(nodes.front());
+      const int last = nodes.back();
+      if (first.op_type() == "SkipLayerNormalization")
+        throw ModelError(source_.string(), "norm " + in_quotes(norm) + " (com.microsoft."
+                                           "SkipLayerNormalization): the ONNX writer does not "
+                                           "replace fused skip norms");
+      const std::string x = first.input(0);
+      const std::string y = mp_.graph().node(last).output(0);
+      // A node some other output of which is read stays (LayerNormalization's Mean or
+      // InvStdDev); its Y output is then renamed out of the way.
+      for (int i : nodes) {
+        auto& n = *mp_.mutable_graph()->mutable_node(i);
+        bool other_read = false;
+        for (const auto& o : n.output()) {
+          if (o == y || o.empty()) continue;
+          if (is_graph_output(o)) other_read = true;
+          if (auto it = readers_.find(o); it != readers_.end())
+            for (const Slot& s : it->second) other_read = other_read || !in_norm.count(s.node);
+        }
+        if (!other_read) {
+          removed_.insert(i);
+          continue;
+        }
+        for (int k = 0; k < n.output_size(); ++k)
+          if (n.output(k) == y) n.set_output(k, fresh(y + ".unused"));
+      }
+      const int64_t rank = int64_t(f_.node_shapes[f_.node_index(norm)].size());
+      const Axes axes = normalize_axes(fn.axes, rank, norm);
+      const int64_t k = int64_t(axes.size());
+      for (int64_t j = 0; j < k; ++j)
+        if (axes[j] != rank - k + j)
+          throw ModelError(source_.string(), "norm " + in_quotes(norm) + " normalizes axes that are "
+                                             "not trailing; the ONNX writer cannot spell it");
+      const Param* weight = fn.weight.empty() ? nullptr : &f_.params[f_.param_index(fn.weight)];
+      const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
+      const int32_t type = float_type_of(x, weight);
+      const std::string base = file_name(norm) + "/RMS";
+      inserted_[last] = rms_nodes(base, x, y, k, fn.eps, weight, bias, type);
+      ++summary_.norms;
+    }
+  }
+
+  std::vector<ox::NodeProto> rms_nodes(const std::string& base, const std::string& x,
+                                       const std::string& y, int64_t k, double eps,
+                                       const Param* weight, const Param* bias, int32_t type) {
+    std::vector<ox::NodeProto> out;
+    auto value = [&](const char* what) { return fresh(base + "/" + what + "_output_0"); };
+    const std::string normed = bias ? value("normed") : y;
+    std::vector<int64_t> axes;
+    for (int64_t j = -k; j < 0; ++j) axes.push_back(j);
+    if (options_.rms_op == RmsOp::decomposed) {
+      const std::string sq = value("Mul"), ms = value("ReduceMean"), ve = value("Add"),
+                        sd = value("Sqrt");
+      const std::string scaled = weight ? value("Div") : normed;
+      out.push_back(make_node(base, "Mul", {x, x}, sq));
+      ox::NodeProto mean = make_node(base, "ReduceMean", {sq}, ms);
+      if (default_opset() >= 18) {
+        mean.add_input(int64_initializer(base + "/axes", axes));
+      } else {
+        auto* a = mean.add_attribute();
+        a->set_name("axes");
+        a->set_type(ox::AttributeProto::INTS);
+        for (int64_t v : axes) a->add_ints(v);
+      }
+      auto* keep = mean.add_attribute();
+      keep->set_name("keepdims");
+      keep->set_type(ox::AttributeProto::INT);
+      keep->set_i(1);
+      out.push_back(mean);
+      out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, type)}, ve));
+      out.push_back(make_node(base, "Sqrt", {ve}, sd));
+      out.push_back(make_node(base, "Div", {x, sd}, scaled));
+      if (weight) out.push_back(make_node(base, "Mul", {scaled, norm_param(base, "weight", *weight, type)}, normed));
+    } else {
+      if (!weight)
+        throw ModelError(source_.string(), "a norm without a weight needs --rms-op decomposed "
+                                           "(the fused ops take a scale)");
+      const bool ort = options_.rms_op == RmsOp::ort;
+      ox::NodeProto n = make_node(base, ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
+                                  {x, norm_param(base, "weight", *weight, type)}, normed);
+      auto* a = n.add_attribute();
+      a->set_name("axis");
+      a->set_type(ox::AttributeProto::INT);
+      a->set_i(-k);
+      auto* e = n.add_attribute();
+      e->set_name("epsilon");
+      e->set_type(ox::AttributeProto::FLOAT);
+      e->set_f(float(eps));
+      auto* s = n.add_attribute();
+      s->set_name("stash_type");
+      s->set_type(ox::AttributeProto::INT);
+      s->set_i(1);
+      out.push_back(n);
+    }
+    if (bias) {
+      if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type)}, y));
+    }
+    return out;
+  }
+
+  // --- writing --------------------------------------------------------------------------
+
+  void write() {
+    auto* g = mp_.mutable_graph();
+    google::protobuf::RepeatedPtrField<ox::NodeProto> nodes;
+    for (int i = 0; i < g->node_size(); ++i) {
+      if (auto it = inserted_.find(i); it != inserted_.end())
+        for (auto& n : it->second) *nodes.Add() = n;
+      if (!removed_.count(i)) *nodes.Add() = g->node(i);
+    }
+    g->mutable_node()->Swap(&nodes);
+    drop_norm_constants();
+    for (auto& t : new_initializers_) *g->add_initializer() = std::move(t);
+
+    std::vector<std::unique_ptr<AtomicFileWriter>> files;
+    // External data the output keeps referencing: beside the input it is read in place;
+    // elsewhere each file is copied beside the output under the same name.
+    if (!out_beside_input()) {
+      const fs::path od = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
+      for (const fs::path& f : input_data_files()) {
+        const fs::path to = od / f.lexically_relative(model_dir_);
+        if (same_path(to, out_) || same_path(to, side_path()))
+          throw ModelError(to.string(), "the copy of the input's external data would overwrite "
+                                        "the output; choose another -o path");
+        fs::create_directories(to.parent_path());
+        files.push_back(std::make_unique<AtomicFileWriter>(to.string()));
+        copy_into(f, *files.back());
+        summary_.copied_files.push_back(to.string());
+      }
+    }
+    if (side_) {
+      files.push_back(std::move(side_));
+      summary_.side_file = side_path().string();
+    }
+    std::string bytes;
+    if (!mp_.SerializeToString(&bytes))
+      throw ModelError(out_.string(), "the folded model cannot be serialized (over 2 GiB?)");
+    files.push_back(std::make_unique<AtomicFileWriter>(out_.string()));
+    files.back()->write(bytes);
+    std::vector<AtomicFileWriter*> all;
+    for (auto& f : files) all.push_back(f.get());
+    for (AtomicFileWriter* w : options_.commit_with) all.push_back(w);
+    commit_together(all, options_.sync);
+  }
+
+  // Initializers that only the replaced norms' nodes read (their eps, exponent, axes)
+  // would be left unused: they go with the nodes.
+  void drop_norm_constants() {
+    std::set<std::string> read_by_new;
+    for (const auto& [at, nodes] : inserted_)
+      for (const auto& n : nodes) read_by_new.insert(n.input().begin(), n.input().end());
+    auto* inits = mp_.mutable_graph()->mutable_initializer();
+    google::protobuf::RepeatedPtrField<ox::TensorProto> kept;
+    for (auto& t : *inits) {
+      bool dead = !is_graph_output(t.name()) && readers_.count(t.name()) &&
+                  !read_by_new.count(t.name());
+      if (dead)
+        for (const Slot& s : readers_.at(t.name())) dead = dead && removed_.count(s.node);
+      for (const auto& v : mp_.graph().input()) dead = dead && v.name() != t.name();
+      if (!dead) *kept.Add() = std::move(t);
+      else ++summary_.dropped;
+    }
+    inits->Swap(&kept);
+  }
+
+  static void copy_into(const fs::path& from, AtomicFileWriter& to) {
+    std::ifstream in(from, std::ios::binary);
+    if (!in) throw ModelError(from.string(), "cannot open the external data file");
+    std::string buf(size_t(1) << 22, '\0');
+    while (in) {
+      in.read(buf.data(), std::streamsize(buf.size()));
+      const auto got = in.gcount();
+      if (got > 0) to.write(std::string_view(buf.data(), size_t(got)));
+    }
+  }
+};
+
+}  // namespace
+
+ImportedParams imported_params(const lnv::Graph& original) {
+  ImportedParams out;
+  for (const Param& p : original.params) {
+    out.names.insert(p.name);
+    if (std::all_of(p.values.begin(), p.values.end(), [](double x) { return x == 0.0; }))
+      out.zero.insert(p.name);
+  }
+  return out;
+}
+
+FoldWriteSummary write_folded_onnx(const fs::path& source, const ImportedParams& original,
+                                   const lnv::Graph& folded,
+                                   const std::vector<std::string>& folded_norms,
+                                   const fs::path& out, const FoldWriteOptions& options) {
+  FoldWriter w(source, original, folded, folded_norms, out, options);
+  w.collect_norm_nodes();
+  return w.run();
+}
+
+std::vector<fs::path> external_data_files(const fs::path& path) {
+  const ox::ModelProto mp = parse_model(path);
+  const fs::path dir = fs::absolute(path).parent_path();
+  std::set<fs::path> files;
+  for (const auto& t : mp.graph().initializer())
+    if (is_external(t)) files.insert((dir / external_key(t, "location")).lexically_normal());
+  return {files.begin(), files.end()};
+}
+
+void check_onnx_file(const fs::path& path) {
+  const std::string file = path.string();
+  ox::ModelProto mp = parse_model(path);
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  try {
+    if (!mp.ir_version()) throw ox::checker::ValidationError("the model has no ir_version");
+    std::unordered_map<std::string, int> opsets;
+    for (const auto& o : mp.opset_import()) opsets[o.domain()] = int(o.version());
+    ox::checker::CheckerContext ctx;
+    ctx.set_ir_version(int(mp.ir_version()));
+    ctx.set_opset_imports(opsets);
+    ctx.set_schema_registry(newer_opset_registry());
+    ctx.set_model_dir(dir.string());
+    ox::checker::LexicalScopeContext lex;
+    ox::checker::check_graph(mp.graph(), ctx, lex);
+    if (ctx.get_ir_version() >= 8) ox::checker::check_model_local_functions(mp, ctx, lex);
+    // full_check: strict shape inference (type checks, errors thrown).
+    ox::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
+                                      /*enable_data_propagation=*/false);
+    ox::shape_inference::InferShapes(mp, newer_opset_registry(), options);
+  } catch (const std::exception& e) {
+    throw ModelError(file, e.what());
+  }
+}
+
+}  // namespace lnv::onnx_import

@@ -1,0 +1,81 @@
+// The fold written as ONNX: the original file's graph with the nodes of every folded norm
+// replaced by an RMSNorm and the centered initializers replaced by centered copies; every
+// other node, initializer, name, doc string, metadata entry and opset import as it was
+// (docs/onnx.md, "ONNX out").
+//
+// Plain C++ types only, like the other public headers of lnv_onnx.
+#pragma once
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "onnx/onnx_model.h"
+
+namespace lnv {
+class AtomicFileWriter;
+}
+
+namespace lnv::onnx_import {
+
+// How an RMSNorm is spelled in the written file.
+enum class RmsOp {
+  decomposed,  // Mul(x, x), ReduceMean, Add eps, Sqrt, Div, Mul weight (standard ops)
+  ort,         // SimplifiedLayerNormalization (ONNX Runtime's fused kernel, which ONNX
+               // Runtime registers in the default domain)
+  onnx23,      // RMSNormalization (ONNX opset 23)
+};
+
+struct FoldWriteOptions {
+  RmsOp rms_op = RmsOp::decomposed;
+  // With onnx23: a model whose default-domain opset is below 23 is refused instead of
+  // raised to 23.
+  bool keep_opset = false;
+  bool sync = true;  // fsync before the renames
+  // Written and committed together with the model (a report), all or nothing.
+  std::vector<AtomicFileWriter*> commit_with;
+};
+
+struct FoldWriteSummary {
+  size_t norms = 0;             // norms replaced
+  size_t centered_in_place = 0; // initializers whose data was replaced, name kept
+  size_t centered_copies = 0;   // new initializers (untied centered copies, norm params)
+  size_t dropped = 0;           // initializers only the replaced norms' nodes read
+  std::string side_file;        // the new external data file ("" when none was written)
+  std::vector<std::string> copied_files;  // external data files copied beside the output
+};
+
+// What the writer needs of the imported graph before the fold: its params' names and
+// which of them are all zeros (so that a param the fold zeroed is told from one that was),
+// without their values, so the fold may rewrite the graph in place.
+struct ImportedParams {
+  std::set<std::string> names;
+  std::set<std::string> zero;
+};
+ImportedParams imported_params(const lnv::Graph& original);
+
+// Precondition: `original` describes import_onnx(source, dims) and `folded` is apply_fold
+// of that graph in inference mode with the norms `folded_norms` swapped. Reads `source`
+// again as a ModelProto and writes `out` (and its side files) atomically. Throws lnv::ModelError
+// (nothing written) when `out` or a side file would replace the input or a file it reads,
+// when onnx23 meets --keep-opset on an older opset or an op whose meaning changed before
+// opset 23, or when a centered term cannot be expressed in the original graph.
+FoldWriteSummary write_folded_onnx(const std::filesystem::path& source,
+                                   const ImportedParams& original, const lnv::Graph& folded,
+                                   const std::vector<std::string>& folded_norms,
+                                   const std::filesystem::path& out,
+                                   const FoldWriteOptions& options);
+
+// The external data files the initializers of the ONNX model at `path` read (absolute,
+// normalized; each once), so that no output of a command replaces one.
+std::vector<std::filesystem::path> external_data_files(const std::filesystem::path& path);
+
+// ONNX's checker on the file at `path` with full checking: the model checks (IR version,
+// opset imports, graph, external data beside it) and strict shape inference, both with the
+// schemas of the opsets newer than ONNX 1.12 that onnx/newer_opsets.cpp adds. Throws
+// lnv::ModelError with the checker's message.
+void check_onnx_file(const std::filesystem::path& path);
+
+}  // namespace lnv::onnx_import

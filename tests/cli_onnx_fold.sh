@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `lnverify fold MODEL.onnx -o FOLDED.onnx`: the folded ONNX file for each --rms-op, and the
+# bad inputs (an output over the input or its external data, onnx23 with --keep-opset on an
+# older opset, an unknown --rms-op) exit 2 naming the problem, with nothing written.
+#   bash tests/cli_onnx_fold.sh PATH/TO/lnverify
+set -uo pipefail
+source "$(dirname "$0")/cli_lib.sh" "$1"
+M="$ROOT/tests/data/onnx/mlp_tiny_opset14.onnx"   # LayerNorms decomposed (opset 14)
+M17="$ROOT/tests/data/onnx/mlp_tiny_opset17.onnx" # LayerNormalization nodes (opset 17)
+
+# --- each spelling, and the folded file read back ----------------------------------------
+for op in decomposed ort onnx23; do
+  run "fold --rms-op $op" 0 "$LNV" fold "$M17" --dim batch=2 -o "$T/f_$op.onnx" --rms-op "$op"
+  has "fold --rms-op $op: what it wrote" "wrote .*f_$op.onnx: 2 LayerNorms -> RMSNorm \($op\), 4 initializers centered in place"
+  run "audit of the $op file" 0 "$LNV" audit "$T/f_$op.onnx" --dim batch=2
+  has "$op file: no LayerNorm left" "0 of 0 LayerNorms"
+  run "check of the $op file" 0 "$LNV" check "$T/f_$op.onnx" --dim batch=2
+done
+run "fold without --rms-op is decomposed" 0 "$LNV" fold "$M" --dim batch=2 -o "$T/plain.onnx"
+has "default: decomposed" "RMSNorm \(decomposed\)"
+if grep -aq "SimplifiedLayerNormalization" "$T/f_ort.onnx"; then
+  ok "ort: the fused op"; else bad "ort: no SimplifiedLayerNormalization"; fi
+if grep -aq "RMSNormalization" "$T/f_onnx23.onnx"; then ok "onnx23: RMSNormalization"; else bad "onnx23: missing"; fi
+run "fold --json writes the report with the model" 0 "$LNV" fold "$M" --dim batch=2 -o "$T/j.onnx" --json "$T/j.json"
+if grep -q '"name": "/ln_1/LayerNormalization"' "$T/j.json"; then ok "fold --json: the report"; else bad "fold --json: no report"; fi
+
+# --- bad input: exit 2, nothing written --------------------------------------------------
+cp "$M" "$T/in.onnx"
+run "fold over its input" 2 "$LNV" fold "$T/in.onnx" --dim batch=2 -o "$T/in.onnx"
+has "over its input: says why" "refusing to overwrite the input model"
+if cmp -s "$T/in.onnx" "$M"; then ok "over its input: input untouched"; else bad "input changed"; fi
+
+mkdir -p "$T/ext"
+/usr/bin/python3 -c '
+import onnx, sys
+m = onnx.load(sys.argv[1])
+onnx.save_model(m, sys.argv[2], save_as_external_data=True, all_tensors_to_one_file=True,
+                location="weights.bin", size_threshold=0)' "$M17" "$T/ext/m.onnx"
+cp "$T/ext/weights.bin" "$T/weights.orig"
+run "fold of an external-data model" 0 "$LNV" fold "$T/ext/m.onnx" --dim batch=2 -o "$T/ext/out.onnx"
+has "external data: the side file" "data: .*out.onnx.data"
+run "the folded external-data model checks" 0 "$LNV" check "$T/ext/out.onnx" --dim batch=2
+run "fold over the input's external data" 2 "$LNV" fold "$T/ext/m.onnx" --dim batch=2 -o "$T/ext/weights.bin"
+has "over the external data: says why" "external data file"
+if cmp -s "$T/ext/weights.bin" "$T/weights.orig"; then ok "external data untouched"; else bad "external data changed"; fi
+cp "$T/ext/m.onnx" "$T/ext/n.onnx"
+/usr/bin/python3 -c '
+import onnx, sys
+m = onnx.load(sys.argv[1], load_external_data=False)
+for t in m.graph.initializer:
+    for kv in t.external_data:
+        if kv.key == "location": kv.value = "x.onnx.data"
+onnx.save_model(m, sys.argv[1])' "$T/ext/n.onnx"
+cp "$T/ext/weights.bin" "$T/ext/x.onnx.data"
+run "fold whose side file would be the input's external data" 2 "$LNV" fold "$T/ext/n.onnx" --dim batch=2 -o "$T/ext/x.onnx"
+has "side file over external data: says why" "data file would overwrite"
+absent "side file over external data: no model written" "$T/ext/x.onnx"
+if cmp -s "$T/ext/x.onnx.data" "$T/weights.orig"; then ok "its external data untouched"; else bad "external data changed"; fi
+
+run "onnx23 --keep-opset on opset 17" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/k.onnx" --rms-op onnx23 --keep-opset
+has "--keep-opset: says why" "needs opset 23.*--keep-opset"
+absent "--keep-opset: nothing written" "$T/k.onnx"
+absent "--keep-opset: no side file" "$T/k.onnx.data"
+run "unknown --rms-op" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/u.onnx" --rms-op fused
+has "unknown --rms-op: names the option" "rms-op"
+absent "unknown --rms-op: nothing written" "$T/u.onnx"
+run "--rms-op with a model.json output" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/u.json" --rms-op ort
+has "--rms-op with .json: says why" "applies to an ONNX output"
+absent "--rms-op with .json: nothing written" "$T/u.json"
+run "--mode training to ONNX" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/t.onnx" --mode training
+has "--mode training: says why" "inference fold only"
+absent "--mode training: nothing written" "$T/t.onnx"
+run "onnx23 on opset 11 (Softmax changes meaning)" 2 "$LNV" fold "$ROOT/tests/data/onnx/gpt2_tiny_opset11.onnx" --dim batch=2 --dim seq=8 -o "$T/g.onnx" --rms-op onnx23
+has "opset 11: names the ops" "defined differently: Softmax"
+absent "opset 11: nothing written" "$T/g.onnx"
+run "fold of model.json to .onnx" 2 "$LNV" fold "$ROOT/examples/gpt2_tiny.json" -o "$T/e.onnx"
+has "model.json to .onnx: says why" "needs an ONNX model"
+finish
