@@ -43,7 +43,7 @@ void to_json(nlohmann::json& j, const CheckResult& r) {
   j = {{"kind", r.kind},       {"subject", r.subject},   {"outcome", outcome_name(r.outcome)},
        {"detail", r.detail},   {"max_abs", r.max_abs},   {"max_rel", r.max_rel},
        {"bound", r.bound},     {"bits", r.bits},         {"attempts", r.attempts},
-       {"centered", r.centered}};
+       {"centered", r.centered}, {"error_stats", r.error_stats}};
   if (r.divergence) j["divergence"] = *r.divergence;
 }
 
@@ -90,6 +90,12 @@ std::string to_text(const CheckReport& r) {
        << sci(c.bound) << ", " << c.bits << " bits";
     if (c.kind == "ln_tight") os << ", " << c.attempts << " forced folds";
     os << ")\n";
+    if (c.kind == "plan_exact")
+      for (const ErrorStats& e : c.error_stats)
+        os << "      " << e.quantity << ": abs max " << sci(e.max_abs) << " mean " << sci(e.mean_abs)
+           << " median " << sci(e.median_abs) << " p99 " << sci(e.p99_abs) << "; rel max "
+           << sci(e.max_rel) << " mean " << sci(e.mean_rel) << " median " << sci(e.median_rel)
+           << " p99 " << sci(e.p99_rel) << " (" << e.elements << " elements)\n";
     if (c.outcome != Outcome::holds && !c.detail.empty()) os << "      " << c.detail << "\n";
     if (c.divergence) {
       const Divergence& d = *c.divergence;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mode.h"
+#include "reports/error_stats.h"
 
 namespace lnv::report {
 
@@ -51,6 +52,9 @@ struct CheckResult {
   int attempts = 1;     // ln_tight: forced folds tried
   std::vector<std::string> centered;  // the terms centered (the failing attempt for tight)
   std::optional<Divergence> divergence;  // a failing ln_exact/plan_exact
+  // ln_exact, plan_exact: per output (and, in training, per gradient) the statistics of
+  // the differences over every element of every trial, at the precision of the outcome.
+  std::vector<ErrorStats> error_stats;
 };
 
 // Training-mode drift of the inference rewrite of an LN foldable in inference only.

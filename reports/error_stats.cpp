@@ -8,15 +8,16 @@
 
 namespace lnv::report {
 
-void ErrorAccumulator::add(double a, double b) {
-  if (!std::isfinite(a) || !std::isfinite(b)) {
+void ErrorAccumulator::add(double a, double b) { add(a, b, std::fabs(a - b)); }
+
+void ErrorAccumulator::add(double a, double b, double diff) {
+  if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(diff)) {
     ++nonfinite_;
     return;
   }
-  const double d = std::fabs(a - b);
   const double m = std::max(std::fabs(a), std::fabs(b));
-  abs_.push_back(d);
-  rel_.push_back(m > 0 ? d / m : 0.0);
+  abs_.push_back(diff);
+  rel_.push_back(m > 0 ? diff / m : 0.0);
 }
 
 namespace {
