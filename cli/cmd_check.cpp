@@ -1,5 +1,6 @@
 // `lnverify check MODEL.json [--mode inference|training] [--bits N] [--trials K] [--seed S]
-// [--json F] [--engine exact|torch]`: proves the analysis' verdicts on a model by exact evaluation
+// [--json F] [--junit F] [--format text|markdown] [--engine exact|torch]`: proves the
+// analysis' verdicts on a model by exact evaluation
 // (checkers/equivalence.h): every foldable LN folds exactly, every "not foldable" is
 // tight, the whole plan is exact (and in training mode, gradients too).
 //
@@ -13,10 +14,12 @@
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
+#include "cli/report_files.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
 #include "reports/check_report.h"
+#include "reports/junit.h"
 
 namespace lnv::cli {
 namespace {
@@ -37,7 +40,7 @@ int run_torch(State& st) {
 
 Action setup(CLI::App& sub) {
   struct State {
-    std::string model, mode = "inference", json, engine = "exact";
+    std::string model, mode = "inference", json, junit, format = "text", engine = "exact";
     std::vector<std::string> dims;
     check::CheckOptions opt;
     FidelityArgs torch;
@@ -56,6 +59,9 @@ Action setup(CLI::App& sub) {
                  "forced folds tried per LN judged not foldable (default 64)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
+  sub.add_option("--junit", st->junit,
+                 "also write JUnit XML to this file: one test case per check (exact engine)");
+  add_format_option(sub, st->format);
   sub.add_option("--engine", st->engine,
                  "exact (default: MPFR proof on small graphs) or torch (LibTorch float32/"
                  "float64 fidelity of the fold at real size; same as `lnverify fidelity`)")
@@ -66,17 +72,23 @@ Action setup(CLI::App& sub) {
                  "--engine torch: float64 relative difference allowed (default 1e-9)")
       ->check(positive_finite());
   auto run = [st]() -> int {
-    if (st->engine == "torch") return run_torch(*st);
+    if (st->engine == "torch") {
+      if (!st->junit.empty() || st->format != "text")
+        throw ModelError(st->junit.empty() ? "--format" : "--junit", "only with --engine exact");
+      return run_torch(*st);
+    }
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_input(st->model, st->dims);
     refuse_input_as_output("--json", st->json, st->model, g);
+    refuse_input_as_output("--junit", st->junit, st->model, g);
     // The original and a rewrite, each with its gradients in training mode.
     refuse_exact_beyond_memory(g, st->model, st->opt.bits, 6);
     st->opt.mode = st->mode == "training" ? Mode::training : Mode::inference;
     st->opt.model_name = st->model;
     const report::CheckReport rep = check::check_model(g, st->opt);
-    std::cout << report::to_text(rep);
+    std::cout << (st->format == "markdown" ? report::to_markdown(rep) : report::to_text(rep));
     if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
+    if (!st->junit.empty()) write_file_atomically(st->junit, report::junit_xml({report::check_junit(rep)}));
     switch (rep.outcome()) {
       case report::Outcome::holds: return kOk;
       case report::Outcome::fails: return kCheckFails;

@@ -123,4 +123,40 @@ std::string to_text(const CheckReport& r) {
   return os.str();
 }
 
+std::string to_markdown(const CheckReport& r) {
+  std::ostringstream os;
+  os << "Exact check of " << markdown_cell(r.model) << ": " << mode_name(r.mode) << " mode, "
+     << r.bits << "-bit MPFR, " << r.trials << " trials, seed " << r.seed << "; "
+     << r.layer_norms << " LayerNorm(s), " << r.foldable << " foldable in this mode.\n\n"
+     << "| check | subject | outcome | max abs | max rel | bound | bits |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (const CheckResult& c : r.results)
+    os << "| " << c.kind << " | " << markdown_cell(c.subject) << " | " << outcome_name(c.outcome)
+       << " | " << sci(c.max_abs) << " | " << sci(c.max_rel) << " | " << sci(c.bound) << " | "
+       << c.bits << " |\n";
+  os << "\n| check | subject | quantity | elements | abs max | abs mean | abs median | abs p99 "
+        "| rel max | rel mean | rel median | rel p99 |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const CheckResult& c : r.results)
+    for (const ErrorStats& e : c.error_stats)
+      os << "| " << c.kind << " | " << markdown_cell(c.subject) << " | " << markdown_cell(e.quantity)
+         << " | " << e.elements << " | " << sci(e.max_abs) << " | " << sci(e.mean_abs) << " | "
+         << sci(e.median_abs) << " | " << sci(e.p99_abs) << " | " << sci(e.max_rel) << " | "
+         << sci(e.mean_rel) << " | " << sci(e.median_rel) << " | " << sci(e.p99_rel) << " |\n";
+  os << "\n**Result: " << outcome_name(r.outcome()) << "** (" << r.count(Outcome::holds)
+     << " hold, " << r.count(Outcome::fails) << " fail, " << r.count(Outcome::inconclusive)
+     << " inconclusive)\n";
+  return os.str();
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else out += c;
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace lnv::report

@@ -85,4 +85,12 @@ void to_json(nlohmann::json& j, const CheckReport& r);
 // A human-readable summary: one line per check, details of failures, the drift table.
 std::string to_text(const CheckReport& r);
 
+// Markdown a paper can take: the run's settings, a table with one row per check, a table
+// of the error statistics of every exactness check (one row per output or gradient), and
+// the result line.
+std::string to_markdown(const CheckReport& r);
+
+// `text` as one Markdown table cell: '|' escaped, line breaks as spaces, "-" when empty.
+std::string markdown_cell(const std::string& text);
+
 }  // namespace lnv::report
