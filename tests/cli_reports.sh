@@ -34,9 +34,9 @@ run "fold --json (the audit report)" 0 "$LNV" fold "$B" -o "$T/bert.rms.json" --
 valid "fold --json bert_tiny" audit "$T/audit_bert.json"
 run "check --json (inference)" 0 "$LNV" check "$G" --json "$T/check_gpt2.json"
 valid "check gpt2_tiny inference" check "$T/check_gpt2.json"
-run "check --json (training: gradients and drift)" 0 "$LNV" check "$B" --mode training --trials 1 --json "$T/check_bert.json"
-valid "check bert_tiny training" check "$T/check_bert.json"
-python3 - "$T/check_bert.json" > "$T/out" <<'PY'
+run "check --json (training: gradients and drift)" 0 "$LNV" check "$G" --mode training --trials 1 --json "$T/check_train.json"
+valid "check gpt2_tiny training" check "$T/check_train.json"
+python3 - "$T/check_train.json" > "$T/out" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 plan = [c for c in d["checks"] if c["kind"] == "plan_exact"][0]
