@@ -77,6 +77,35 @@ std::string sci(double v) {
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
+std::string stats_line(const ErrorStats& e) {
+  std::ostringstream os;
+  os << e.quantity << ": abs max " << sci(e.max_abs) << " mean " << sci(e.mean_abs) << " median "
+     << sci(e.median_abs) << " p99 " << sci(e.p99_abs) << "; rel max " << sci(e.max_rel) << " mean "
+     << sci(e.mean_rel) << " median " << sci(e.median_rel) << " p99 " << sci(e.p99_rel) << " ("
+     << e.elements << " elements)";
+  return os.str();
+}
+
+// The statistics of every output, and of the gradient with the largest difference (the
+// JSON has them all).
+std::string stats_text(const std::vector<ErrorStats>& stats) {
+  std::ostringstream os;
+  const ErrorStats* worst_gradient = nullptr;
+  size_t gradients = 0;
+  for (const ErrorStats& e : stats) {
+    if (e.quantity.rfind("output ", 0) == 0) {
+      os << "      " << stats_line(e) << "\n";
+      continue;
+    }
+    ++gradients;
+    if (!worst_gradient || e.max_abs > worst_gradient->max_abs) worst_gradient = &e;
+  }
+  if (worst_gradient)
+    os << "      " << stats_line(*worst_gradient) << " (the largest of " << gradients
+       << " gradients)\n";
+  return os.str();
+}
+
 }  // namespace
 
 std::string to_text(const CheckReport& r) {
@@ -90,12 +119,7 @@ std::string to_text(const CheckReport& r) {
        << sci(c.bound) << ", " << c.bits << " bits";
     if (c.kind == "ln_tight") os << ", " << c.attempts << " forced folds";
     os << ")\n";
-    if (c.kind == "plan_exact")
-      for (const ErrorStats& e : c.error_stats)
-        os << "      " << e.quantity << ": abs max " << sci(e.max_abs) << " mean " << sci(e.mean_abs)
-           << " median " << sci(e.median_abs) << " p99 " << sci(e.p99_abs) << "; rel max "
-           << sci(e.max_rel) << " mean " << sci(e.mean_rel) << " median " << sci(e.median_rel)
-           << " p99 " << sci(e.p99_rel) << " (" << e.elements << " elements)\n";
+    if (c.kind == "plan_exact") os << stats_text(c.error_stats);
     if (c.outcome != Outcome::holds && !c.detail.empty()) os << "      " << c.detail << "\n";
     if (c.divergence) {
       const Divergence& d = *c.divergence;
