@@ -1,6 +1,8 @@
 // The checkers themselves, on hand-built models and hand-made (right and wrong) plans,
 // independent of what the analysis decides: exactness, tightness, the divergence report,
 // the bound and the JSON.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "checkers/equivalence.h"
@@ -122,9 +124,11 @@ TEST(Checkers, ExactChecksCarryErrorStatisticsPerQuantity) {
     EXPECT_EQ(quantities, want);
     double worst = 0;
     for (const report::ErrorStats& e : plan.error_stats) {
-      EXPECT_EQ(e.elements, e.quantity == "gradient of param 'b'" ? 5 * opt.trials
-                            : e.quantity.find("'W") != std::string::npos ? 20 * opt.trials
-                                                                         : 2 * 3 * (e.quantity == "output 'y'" ? 5 : 4) * opt.trials);
+      // Per trial: y [2, 3, 5], W and W2 [5, 4], b [5], x [2, 3, 4].
+      const std::map<std::string, int64_t> per_trial = {
+          {"output 'y'", 30}, {"gradient of param 'W'", 20}, {"gradient of param 'b'", 5},
+          {"gradient of param 'W2'", 20}, {"gradient of input 'x'", 24}};
+      EXPECT_EQ(e.elements, per_trial.at(e.quantity) * opt.trials) << e.quantity;
       EXPECT_LE(e.median_abs, e.p99_abs);
       EXPECT_LE(e.p99_abs, e.max_abs);
       EXPECT_DOUBLE_EQ(e.bound, plan.bound);
