@@ -6,8 +6,8 @@
 // docs/ci.md: the LNs that changed are printed after the report, one line each, and the
 // exit code is 1 when an LN that folded no longer does, an LN appeared or disappeared, or
 // a "no" changed its reason (reports/audit_diff.h); new folds are improvements, exit 0.
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/model_input.h"

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +13,7 @@ namespace {
 
 constexpr const char* kModes[2] = {"inference", "training"};
 
-// The LN verdicts of an audit report, in report order; `file` names it in errors.
+// The model and the LN verdicts of an audit report, in report order.
 struct ReadReport {
   std::string model;
   std::vector<std::pair<std::string, std::array<AuditVerdict, 2>>> lns;
@@ -34,6 +35,7 @@ T typed(const nlohmann::json& j, const std::string& key, const std::string& file
   return v.get<T>();
 }
 
+// Throws ModelError naming `file` and the JSON path of what is missing or mistyped.
 ReadReport read_report(const nlohmann::json& j, const std::string& file) {
   if (!j.is_object()) throw ModelError(file, "not an lnverify audit report: the JSON is not an object");
   const std::string format = j.contains("format") && j.at("format").is_string() ? j.at("format").get<std::string>() : "";
