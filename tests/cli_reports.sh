@@ -137,7 +137,7 @@ junit_valid "fuzz" "$T/fuzz.xml"
 [ "$(count "$T/fuzz.xml" //testcase)" = 3 ] && ok "fuzz junit: one case per case" || bad "fuzz junit cases"
 # Failing cases: seed 314870 is an over-cautious "no" of the analysis (cli_end_to_end.sh):
 # a JUnit failure in fuzz, and its shrunk model's check fails (exit 1) with a valid report.
-run "fuzz --junit over a failing case" 1 "$LNV" fuzz --cases 1 --seed 314870 --out "$T/fz1" --junit "$T/fuzz1.xml"
+run "fuzz --junit over a failing case" 1 "$LNV" fuzz --cases 1 --seed 314870 --shrink-attempts 100 --out "$T/fz1" --junit "$T/fuzz1.xml"
 junit_valid "fuzz with a failing case" "$T/fuzz1.xml"
 [ "$(count "$T/fuzz1.xml" "//testcase[@name='case 314870']/failure")" = 1 ] && ok "fuzz junit: the failing case is a failure" || bad "fuzz junit failure"
 run "check of the shrunk case fails" 1 "$LNV" check "$T/fz1/case-314870.model.json" --seed 314870 --trials 2 --json "$T/check_fails.json" --junit "$T/check_fails.xml"
