@@ -133,7 +133,9 @@ struct TensorDiff {
   double a = 0.0, b = 0.0;
 };
 
-TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b) {
+// The worst element of a - b; every element's difference also goes to `stats` if given.
+TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b,
+                report::ErrorAccumulator* stats = nullptr) {
   TensorDiff d;
   if (a.shape != b.shape) {
     d.max_abs = INFINITY;
@@ -141,6 +143,7 @@ TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b) {
   }
   for (int64_t i = 0; i < a.size(); ++i) {
     const double e = to_double(abs(a.data[i] - b.data[i]));
+    if (stats) stats->add(to_double(a.data[i]), to_double(b.data[i]), e);
     if (e > d.max_abs || std::isnan(e)) {
       d.max_abs = e;
       d.element = i;
@@ -168,6 +171,9 @@ struct Comparison {
   std::string worst_quantity;
   int worst_output = -1;  // output index when the worst quantity is an output
   TensorDiff worst;
+
+  // With collect_stats: per quantity (outputs, then gradients), every element's difference.
+  std::vector<std::pair<std::string, report::ErrorAccumulator>> errors;
 
   Measured measured() const { return {finite, max_abs, bound, scale, worst_ratio}; }
 };
@@ -236,8 +242,10 @@ class Checker {
   }
 
   // Compares the rewrite h with the original on `trials` trials (default opt.trials), or
-  // until a trial differs by more than `stop_ratio` times its bound.
-  Comparison compare(const Graph& h, double stop_ratio = INFINITY, int trials = 0) {
+  // until a trial differs by more than `stop_ratio` times its bound; with `collect_stats`
+  // also the error statistics of every compared quantity (Comparison::errors).
+  Comparison compare(const Graph& h, double stop_ratio = INFINITY, int trials = 0,
+                     bool collect_stats = false) {
     const unsigned bits = eval::mpfr_bits();
     Comparison c;
     for (int k = 0; k < (trials > 0 ? trials : opt_.trials); ++k) {
@@ -250,23 +258,32 @@ class Checker {
       double scale = std::max({1.0, max_magnitude(o.ev.nodes), max_magnitude(r.ev.nodes),
                                max_magnitude(o.ev.inputs)});
       std::vector<std::pair<std::string, TensorDiff>> diffs;
+      auto compare_quantity = [&](std::string quantity, const Tensor<Mpfr>& a,
+                                  const Tensor<Mpfr>& b) {
+        report::ErrorAccumulator* stats = nullptr;
+        if (collect_stats) {
+          if (c.errors.size() == diffs.size()) c.errors.emplace_back(quantity, report::ErrorAccumulator{});
+          stats = &c.errors[diffs.size()].second;
+        }
+        diffs.emplace_back(std::move(quantity), diff(a, b, stats));
+      };
       for (size_t q = 0; q < g_.outputs.size(); ++q) {
         const size_t rq = output_index(h, g_.outputs[q]);
-        diffs.emplace_back("output '" + g_.outputs[q] + "'", diff(o.ev.outputs[q], r.ev.outputs[rq]));
+        compare_quantity("output '" + g_.outputs[q] + "'", o.ev.outputs[q], r.ev.outputs[rq]);
       }
       if (training()) {
         scale = std::max({scale, max_magnitude(o.grads->params), max_magnitude(r.grads->params),
                           max_magnitude(o.grads->inputs)});
         for (size_t p = 0; p < g_.params.size(); ++p) {
           const int rp = h.param_index(g_.params[p].name);
-          diffs.emplace_back("gradient of param '" + g_.params[p].name + "'",
-                             diff(o.grads->params[p], r.grads->params[rp]));
+          compare_quantity("gradient of param '" + g_.params[p].name + "'", o.grads->params[p],
+                           r.grads->params[rp]);
         }
         for (size_t i = 0; i < g_.inputs.size(); ++i) {
           if (g_.inputs[i].dtype != DType::float_) continue;
           const int ri = input_index(h, g_.inputs[i].name);
-          diffs.emplace_back("gradient of input '" + g_.inputs[i].name + "'",
-                             diff(o.grads->inputs[i], r.grads->inputs[ri]));
+          compare_quantity("gradient of input '" + g_.inputs[i].name + "'", o.grads->inputs[i],
+                           r.grads->inputs[ri]);
         }
       }
       const double bound = rounding_bound(h.nodes.size() > g_.nodes.size() ? h : g_, bits, scale);
@@ -371,11 +388,13 @@ class Checker {
     const Graph h = apply_fold(g_, plan);
     std::vector<Comparison> measured;  // at opt.bits, then (if needed) at twice that
     const Agreement a = judge_agreement(opt_.bits, "the original or the rewrite", [&] {
-      measured.push_back(compare(h));
+      measured.push_back(compare(h, INFINITY, 0, true));
       return measured.back().measured();
     });
-    fill(res, a.remeasured ? measured.back() : measured.front());
+    Comparison& used = a.remeasured ? measured.back() : measured.front();
+    fill(res, used);
     res.bits = a.bits;
+    res.error_stats = error_stats(used, a.bits);
     res.outcome = a.outcome;
     res.detail = a.detail;
     if (a.outcome == Outcome::fails) {
@@ -468,6 +487,15 @@ class Checker {
     std::string s;
     for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
+  }
+
+  // The statistics of a finite comparison (none when a value was not finite), judged
+  // against its bound.
+  static std::vector<report::ErrorStats> error_stats(Comparison& c, unsigned bits) {
+    std::vector<report::ErrorStats> out;
+    if (!c.finite) return out;
+    for (auto& [quantity, acc] : c.errors) out.push_back(acc.stats(quantity, c.bound, bits));
+    return out;
   }
 
   static void fill(CheckResult& res, const Comparison& c) {

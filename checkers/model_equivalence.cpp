@@ -295,12 +295,12 @@ class Runner {
       const Mpfr& x = a.data[e];
       const Mpfr& y = b.data[e];
       if (!boost::multiprecision::isfinite(x) || !boost::multiprecision::isfinite(y)) {
-        q.acc.add_difference(INFINITY, INFINITY);
+        q.acc.add(INFINITY, INFINITY, INFINITY);
         q.finite = false;
         continue;
       }
       const double d = to_double(Mpfr(abs(x - y)));
-      q.acc.add_difference(d, std::max(std::fabs(to_double(x)), std::fabs(to_double(y))));
+      q.acc.add(to_double(x), to_double(y), d);
       if (d > q.max_abs) {
         q.max_abs = d;
         q.worst = {trial, opt_.seed + static_cast<uint64_t>(trial), e, unflatten(e, shape),

@@ -133,7 +133,9 @@ int run_bench(const Options& st) {
   std::cout << "threads: " << threads << " (ATen intra-op and OpenMP; LibTorch's default "
             << "here: " << default_threads << "), clock: " << st.clock << "\n\n";
 
-  nlohmann::json report = {{"blas",
+  nlohmann::json report = {{"format", "lnverify.bench"},
+                           {"version", 1},
+                           {"blas",
                             {{"kind", blas_kind_name(blas.kind)},
                              {"library", blas.library_path},
                              {"loaded_as", blas.loaded_as},

@@ -1,5 +1,6 @@
 // `lnverify check MODEL.json [--mode inference|training] [--bits N] [--trials K] [--seed S]
-// [--json F] [--engine exact|torch]`: proves the analysis' verdicts on a model by exact evaluation
+// [--json F] [--junit F] [--format text|markdown] [--engine exact|torch]`: proves the
+// analysis' verdicts on a model by exact evaluation
 // (checkers/equivalence.h): every foldable LN folds exactly, every "not foldable" is
 // tight, the whole plan is exact (and in training mode, gradients too).
 //
@@ -15,12 +16,14 @@
 #include "cli/report_outputs.h"
 #include "cli/terminal.h"
 #include "cli/fidelity_run.h"
+#include "cli/report_files.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
 #include "core/analysis/fold_plan.h"
 #include "reports/check_report.h"
 #include "reports/html_report.h"
+#include "reports/junit.h"
 
 namespace lnv::cli {
 namespace {
@@ -41,7 +44,7 @@ int run_torch(State& st) {
 
 Action setup(CLI::App& sub) {
   struct State {
-    std::string model, mode = "inference", json, engine = "exact";
+    std::string model, mode = "inference", json, junit, format = "text", engine = "exact";
     std::vector<std::string> dims;
     check::CheckOptions opt;
     FidelityArgs torch;
@@ -62,6 +65,9 @@ Action setup(CLI::App& sub) {
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
   add_report_outputs(sub, st->reports, true);
+  sub.add_option("--junit", st->junit,
+                 "also write JUnit XML to this file: one test case per check (exact engine)");
+  add_format_option(sub, st->format);
   sub.add_option("--engine", st->engine,
                  "exact (default: MPFR proof on small graphs) or torch (LibTorch float32/"
                  "float64 fidelity of the fold at real size; same as `lnverify fidelity`)")
@@ -72,13 +78,18 @@ Action setup(CLI::App& sub) {
                  "--engine torch: float64 relative difference allowed (default 1e-9)")
       ->check(positive_finite());
   auto run = [st]() -> int {
-    if (st->engine == "torch" && !(st->reports.html.empty() && st->reports.dot.empty()))
-      throw ModelError(st->reports.html.empty() ? "--dot" : "--html",
-                       "written by the exact engine only (drop --engine torch)");
-    if (st->engine == "torch") return run_torch(*st);
+    if (st->engine == "torch") {
+      if (!st->reports.html.empty() || !st->reports.dot.empty())
+        throw ModelError(st->reports.html.empty() ? "--dot" : "--html",
+                         "written by the exact engine only (drop --engine torch)");
+      if (!st->junit.empty() || st->format != "text")
+        throw ModelError(st->junit.empty() ? "--format" : "--junit", "only with --engine exact");
+      return run_torch(*st);
+    }
     // load -> detect -> rewrite -> evaluate both -> compare -> report
     const Graph g = load_input(st->model, st->dims);
     refuse_input_as_output("--json", st->json, st->model, g);
+    refuse_input_as_output("--junit", st->junit, st->model, g);
     prepare_report_outputs(st->reports, st->model, &g);
     // The original and a rewrite, each with its gradients in training mode.
     refuse_exact_beyond_memory(g, st->model, st->opt.bits, 6);
@@ -88,11 +99,14 @@ Action setup(CLI::App& sub) {
     st->opt.progress = progress.callback();
     const report::CheckReport rep = check::check_model(g, st->opt);
     progress.clear();
-    if (quiet())
+    if (st->format == "markdown")
+      std::cout << report::to_markdown(rep);
+    else if (quiet())
       std::cout << report::result_line(rep) << "\n";
     else
       std::cout << report::to_text(rep, {stdout_paint(), verbose()});
     if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
+    if (!st->junit.empty()) write_file_atomically(st->junit, report::junit_xml({report::check_junit(rep)}));
     const FoldPlan plan = detect_foldable(g, st->opt.mode);
     write_report_outputs(st->reports, &g, &plan, "lnverify check: " + g.name,
                          {report::html_check_section(rep)});

@@ -9,6 +9,9 @@
 // written to DIR as above; an over-cautious "no" (only ln_tight fails) is counted and its
 // seed listed. The summary gives both counts.
 //
+// --junit FILE: one test case per case checked, "case <seed>": a failing case is a
+// failure, an inconclusive one is skipped (neither fails the campaign's exit code).
+//
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR unless only over-cautious
 // under --keep-going), 2 bad options.
 #include <unistd.h>
@@ -31,6 +34,7 @@
 #include "core/model_json.h"
 #include "generators/random_graph.h"
 #include "reports/check_report.h"
+#include "reports/junit.h"
 
 namespace lnv::cli {
 namespace {
@@ -46,6 +50,7 @@ struct Options {
   check::CheckOptions check;
   int shrink_attempts = 2000;
   bool keep_going = false;
+  std::string junit;  // JUnit XML: one test case per case checked
 };
 
 // Whether a failing case is a wrong "yes" (a rewrite that changes the outputs, or a check
@@ -102,8 +107,35 @@ void check_out_dir(const std::string& out) {
                                        std::strerror(errno));
 }
 
+// The JUnit test case of one fuzz case.
+report::JunitCase junit_case(uint64_t case_seed, const Graph& g, const check::CaseOutcome& out,
+                             double seconds, bool over_cautious) {
+  using R = report::JunitCase::Result;
+  report::JunitCase c{"lnverify.fuzz", "case " + std::to_string(case_seed), R::passed, "", "", seconds};
+  std::string text = std::to_string(g.nodes.size()) + " nodes; replay: lnverify fuzz --seed " +
+                     std::to_string(case_seed) + " --cases 1";
+  if (!out.error.empty()) text += "\nthrew: " + out.error;
+  for (const report::CheckReport& r : out.reports)
+    if (r.outcome() != report::Outcome::holds) text += "\n" + report::to_text(r);
+  c.text = text;
+  if (out.outcome == report::Outcome::fails) {
+    c.result = R::failure;
+    c.message = over_cautious ? "over-cautious \"no\" (ln_tight fails)" : "a check fails";
+  } else if (out.outcome == report::Outcome::inconclusive) {
+    c.result = R::skipped;
+    c.message = "inconclusive";
+  }
+  return c;
+}
+
 int run(const Options& o) {
   check_out_dir(o.out);
+  report::JunitSuite suite{"lnverify fuzz (seeds " + std::to_string(o.seed) + "..)", {}, 0};
+  // Writes the JUnit file (if asked for) and passes the exit code on.
+  auto finish = [&](int code) {
+    if (!o.junit.empty()) write_file_atomically(o.junit, report::junit_xml({suite}));
+    return code;
+  };
   gen::GenConfig cfg;
   cfg.max_nodes = o.max_nodes;
   cfg.max_steps = std::max(2, o.max_nodes / 2);
@@ -125,7 +157,12 @@ int run(const Options& o) {
     opt.seed = case_seed;
     auto check = [&](const Graph& g) { return check::check_case(g, opt, modes); };
     const Graph g = s.value();
+    const auto case_start = Clock::now();
     const check::CaseOutcome out = check(g);
+    const double case_seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
+    suite.seconds += case_seconds;
+    suite.cases.push_back(junit_case(case_seed, g, out, case_seconds,
+                                     out.outcome == report::Outcome::fails && o.keep_going && !unsound(out)));
     ++counts[static_cast<int>(out.outcome)];
     nodes += g.nodes.size();
     if (!out.reports.empty()) layer_norms += out.reports.front().layer_norms;
@@ -145,7 +182,7 @@ int run(const Options& o) {
       for (const report::CheckReport& r : shrunk.outcome.reports)
         if (r.outcome() == report::Outcome::fails) std::cout << report::to_text(r);
       if (!shrunk.outcome.error.empty()) std::cout << "threw: " << shrunk.outcome.error << "\n";
-      if (!o.keep_going) return kCheckFails;
+      if (!o.keep_going) return finish(kCheckFails);
       wrong.push_back(case_seed);
     }
     const auto now = Clock::now();
@@ -164,7 +201,7 @@ int run(const Options& o) {
   if (!o.keep_going || counts[1] == 0) {
     std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
               << o.seed + o.cases - 1 << ")\n";
-    return kOk;
+    return finish(kOk);
   }
   auto list = [](const std::vector<uint64_t>& seeds) {
     std::string s;
@@ -176,7 +213,7 @@ int run(const Options& o) {
             << o.out << ")" << (wrong.empty() ? "" : ":" + list(wrong)) << "; "
             << over_cautious.size() << " over-cautious \"no\""
             << (over_cautious.empty() ? "" : ":" + list(over_cautious)) << "\n";
-  return kCheckFails;
+  return finish(kCheckFails);
 }
 
 // The check outcome enum index used for counting.
@@ -202,6 +239,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--shrink-attempts", o->shrink_attempts,
                  "candidate graphs tried while shrinking (default 2000)")
       ->check(CLI::Range(0, 1 << 30));
+  sub.add_option("--junit", o->junit, "also write JUnit XML to FILE: one test case per case");
   sub.add_flag("--keep-going", o->keep_going,
                "go on after a failing case; count wrong \"yes\" and over-cautious \"no\" apart");
   return [o]() -> int { return run(*o); };

@@ -289,7 +289,8 @@ lnv::Graph Importer::finish() {
   for (const OpsetImport& o : m_.opset_imports) opsets[o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
   g_.name = m_.graph.name;
   g_.meta = nlohmann::json{{"onnx",
-              {{"file", m_.path.filename().string()},
+              {{"version", 1},
+               {"file", m_.path.filename().string()},
                {"producer", m_.producer_name + (m_.producer_version.empty() ? "" : " " + m_.producer_version)},
                {"opsets", opsets},
                {"outputs", outputs},

@@ -1,5 +1,7 @@
 #include "reports/audit_report.h"
 
+#include "reports/check_report.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <set>
@@ -177,6 +179,25 @@ std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& 
     s << "\n";
   }
   s << audit_summary(g, plan) << "\n";
+  return s.str();
+}
+
+std::string audit_markdown(const Graph& g, const FoldPlan& plan) {
+  std::ostringstream s;
+  s << "| LayerNorm | inference | training | centered | why not |\n"
+    << "|---|---|---|---|---|\n";
+  for (const LnVerdict& v : plan.layer_norms) {
+    std::string centered;
+    for (const std::string& n : centered_names(v)) centered += (centered.empty() ? "" : ", ") + n;
+    std::string why;
+    if (!v.reason[0].empty()) why = "inference: " + v.reason[0];
+    if (!v.reason[1].empty() && v.reason[1] != v.reason[0])
+      why += (why.empty() ? "" : "; ") + std::string("training: ") + v.reason[1];
+    s << "| " << markdown_cell(v.name) << " | " << (v.foldable[0] ? "yes" : "no") << " | "
+      << (v.foldable[1] ? "yes" : "no") << " | " << markdown_cell(centered) << " | "
+      << markdown_cell(why) << " |\n";
+  }
+  s << "\n" << audit_summary(g, plan) << "\n";
   return s.str();
 }
 

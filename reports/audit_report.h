@@ -33,6 +33,10 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan);
 // for each "no", the path from the breaking node to the LN.
 std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& options = {});
 
+// The same as a Markdown table a paper can take: one row per LN (name, both verdicts,
+// what is centered, why not), then the summary line.
+std::string audit_markdown(const Graph& g, const FoldPlan& plan);
+
 // "k of n LayerNorms foldable (inference), j (training); ~x% of norm arithmetic removed"
 std::string audit_summary(const Graph& g, const FoldPlan& plan);
 

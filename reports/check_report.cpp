@@ -44,7 +44,7 @@ void to_json(nlohmann::json& j, const CheckResult& r) {
   j = {{"kind", r.kind},       {"subject", r.subject},   {"outcome", outcome_name(r.outcome)},
        {"detail", r.detail},   {"max_abs", r.max_abs},   {"max_rel", r.max_rel},
        {"bound", r.bound},     {"bits", r.bits},         {"attempts", r.attempts},
-       {"centered", r.centered}};
+       {"centered", r.centered}, {"error_stats", r.error_stats}};
   if (r.divergence) j["divergence"] = *r.divergence;
 }
 
@@ -78,6 +78,35 @@ std::string sci(double v) {
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
+std::string stats_line(const ErrorStats& e) {
+  std::ostringstream os;
+  os << e.quantity << ": abs max " << sci(e.max_abs) << " mean " << sci(e.mean_abs) << " median "
+     << sci(e.median_abs) << " p99 " << sci(e.p99_abs) << "; rel max " << sci(e.max_rel) << " mean "
+     << sci(e.mean_rel) << " median " << sci(e.median_rel) << " p99 " << sci(e.p99_rel) << " ("
+     << e.elements << " elements)";
+  return os.str();
+}
+
+// The statistics of every output, and of the gradient with the largest difference (the
+// JSON has them all).
+std::string stats_text(const std::vector<ErrorStats>& stats) {
+  std::ostringstream os;
+  const ErrorStats* worst_gradient = nullptr;
+  size_t gradients = 0;
+  for (const ErrorStats& e : stats) {
+    if (e.quantity.rfind("output ", 0) == 0) {
+      os << "      " << stats_line(e) << "\n";
+      continue;
+    }
+    ++gradients;
+    if (!worst_gradient || e.max_abs > worst_gradient->max_abs) worst_gradient = &e;
+  }
+  if (worst_gradient)
+    os << "      " << stats_line(*worst_gradient) << " (the largest of " << gradients
+       << " gradients)\n";
+  return os.str();
+}
+
 }  // namespace
 
 std::string result_line(const CheckReport& r) {
@@ -108,6 +137,7 @@ std::string to_text(const CheckReport& r, const TextOptions& options) {
        << c.bits << " bits";
     if (c.kind == "ln_tight") os << ", " << c.attempts << " forced folds";
     os << ")\n";
+    if (c.kind == "plan_exact") os << stats_text(c.error_stats);
     if ((c.outcome != Outcome::holds || options.verbose) && !c.detail.empty())
       os << "      " << c.detail << "\n";
     if (options.verbose && !c.centered.empty()) {
@@ -137,6 +167,42 @@ std::string to_text(const CheckReport& r, const TextOptions& options) {
   }
   os << result_line(r) << "\n";
   return os.str();
+}
+
+std::string to_markdown(const CheckReport& r) {
+  std::ostringstream os;
+  os << "Exact check of " << markdown_cell(r.model) << ": " << mode_name(r.mode) << " mode, "
+     << r.bits << "-bit MPFR, " << r.trials << " trials, seed " << r.seed << "; "
+     << r.layer_norms << " LayerNorm(s), " << r.foldable << " foldable in this mode.\n\n"
+     << "| check | subject | outcome | max abs | max rel | bound | bits |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (const CheckResult& c : r.results)
+    os << "| " << c.kind << " | " << markdown_cell(c.subject) << " | " << outcome_name(c.outcome)
+       << " | " << sci(c.max_abs) << " | " << sci(c.max_rel) << " | " << sci(c.bound) << " | "
+       << c.bits << " |\n";
+  os << "\n| check | subject | quantity | elements | abs max | abs mean | abs median | abs p99 "
+        "| rel max | rel mean | rel median | rel p99 |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const CheckResult& c : r.results)
+    for (const ErrorStats& e : c.error_stats)
+      os << "| " << c.kind << " | " << markdown_cell(c.subject) << " | " << markdown_cell(e.quantity)
+         << " | " << e.elements << " | " << sci(e.max_abs) << " | " << sci(e.mean_abs) << " | "
+         << sci(e.median_abs) << " | " << sci(e.p99_abs) << " | " << sci(e.max_rel) << " | "
+         << sci(e.mean_rel) << " | " << sci(e.median_rel) << " | " << sci(e.p99_rel) << " |\n";
+  os << "\n**Result: " << outcome_name(r.outcome()) << "** (" << r.count(Outcome::holds)
+     << " hold, " << r.count(Outcome::fails) << " fail, " << r.count(Outcome::inconclusive)
+     << " inconclusive)\n";
+  return os.str();
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else out += c;
+  }
+  return out.empty() ? "-" : out;
 }
 
 }  // namespace lnv::report

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mode.h"
+#include "reports/error_stats.h"
 #include "reports/text_style.h"
 
 namespace lnv::report {
@@ -52,6 +53,9 @@ struct CheckResult {
   int attempts = 1;     // ln_tight: forced folds tried
   std::vector<std::string> centered;  // the terms centered (the failing attempt for tight)
   std::optional<Divergence> divergence;  // a failing ln_exact/plan_exact
+  // ln_exact, plan_exact: per output (and, in training, per gradient) the statistics of
+  // the differences over every element of every trial, at the precision of the outcome.
+  std::vector<ErrorStats> error_stats;
 };
 
 // Training-mode drift of the inference rewrite of an LN foldable in inference only.
@@ -86,5 +90,13 @@ std::string to_text(const CheckReport& r, const TextOptions& options = {});
 
 // The last line of to_text: "result: holds (6 hold, 0 fail, 0 inconclusive)".
 std::string result_line(const CheckReport& r);
+
+// Markdown a paper can take: the run's settings, a table with one row per check, a table
+// of the error statistics of every exactness check (one row per output or gradient), and
+// the result line.
+std::string to_markdown(const CheckReport& r);
+
+// `text` as one Markdown table cell: '|' escaped, line breaks as spaces, "-" when empty.
+std::string markdown_cell(const std::string& text);
 
 }  // namespace lnv::report

@@ -8,21 +8,16 @@
 
 namespace lnv::report {
 
-void ErrorAccumulator::add(double a, double b) {
-  if (!std::isfinite(a) || !std::isfinite(b)) {
-    ++nonfinite_;
-    return;
-  }
-  add_difference(std::fabs(a - b), std::max(std::fabs(a), std::fabs(b)));
-}
+void ErrorAccumulator::add(double a, double b) { add(a, b, std::fabs(a - b)); }
 
-void ErrorAccumulator::add_difference(double abs_diff, double magnitude) {
-  if (!std::isfinite(abs_diff) || !std::isfinite(magnitude)) {
+void ErrorAccumulator::add(double a, double b, double diff) {
+  if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(diff)) {
     ++nonfinite_;
     return;
   }
-  abs_.push_back(abs_diff);
-  rel_.push_back(magnitude > 0 ? abs_diff / magnitude : 0.0);
+  const double m = std::max(std::fabs(a), std::fabs(b));
+  abs_.push_back(diff);
+  rel_.push_back(m > 0 ? diff / m : 0.0);
 }
 
 namespace {

@@ -32,10 +32,9 @@ struct ErrorStats {
 class ErrorAccumulator {
  public:
   void add(double a, double b);
-  // An element whose difference was computed at a higher precision than double (the
-  // difference of two MPFR values, which rounding both to double would lose): its
-  // |a - b| and max(|a|, |b|).
-  void add_difference(double abs_diff, double magnitude);
+  // For values compared at a higher precision than a double: `diff` is |a - b| computed
+  // there (a double difference of the rounded values would lose it).
+  void add(double a, double b, double diff);
   int64_t size() const { return static_cast<int64_t>(abs_.size()); }
   // Sorts what it holds; the accumulator can be added to afterwards.
   ErrorStats stats(std::string quantity, double bound, unsigned bits);

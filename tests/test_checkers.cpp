@@ -1,6 +1,8 @@
 // The checkers themselves, on hand-built models and hand-made (right and wrong) plans,
 // independent of what the analysis decides: exactness, tightness, the divergence report,
 // the bound and the JSON.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "checkers/equivalence.h"
@@ -100,6 +102,51 @@ TEST(Checkers, AWrongFoldFailsAndNamesWhereTheValuesPart) {
     EXPECT_GT(bad.max_abs, 1e-3);
     EXPECT_EQ(result(r, "plan_exact", "plan").outcome, report::Outcome::fails);
   }
+}
+
+// Exactness checks carry Polygraphy-style statistics per compared quantity: the outputs,
+// and in training every param and float input gradient; they agree with the check's max.
+TEST(Checkers, ExactChecksCarryErrorStatisticsPerQuantity) {
+  const Graph g = two_lns();
+  const auto right = fixed({verdict("ln", true, {producer("h")}), verdict("ln2", false, {})});
+  for (Mode m : {Mode::inference, Mode::training}) {
+    check::CheckOptions opt;
+    opt.mode = m;
+    const report::CheckReport r = check::check_model(g, opt, right);
+    const report::CheckResult& plan = result(r, "plan_exact", "plan");
+    std::vector<std::string> quantities;
+    for (const report::ErrorStats& e : plan.error_stats) quantities.push_back(e.quantity);
+    const std::vector<std::string> want =
+        m == Mode::inference
+            ? std::vector<std::string>{"output 'y'"}
+            : std::vector<std::string>{"output 'y'", "gradient of param 'W'", "gradient of param 'b'",
+                                       "gradient of param 'W2'", "gradient of input 'x'"};
+    EXPECT_EQ(quantities, want);
+    double worst = 0;
+    for (const report::ErrorStats& e : plan.error_stats) {
+      // Per trial: y [2, 3, 5], W and W2 [5, 4], b [5], x [2, 3, 4].
+      const std::map<std::string, int64_t> per_trial = {
+          {"output 'y'", 30}, {"gradient of param 'W'", 20}, {"gradient of param 'b'", 5},
+          {"gradient of param 'W2'", 20}, {"gradient of input 'x'", 24}};
+      EXPECT_EQ(e.elements, per_trial.at(e.quantity) * opt.trials) << e.quantity;
+      EXPECT_LE(e.median_abs, e.p99_abs);
+      EXPECT_LE(e.p99_abs, e.max_abs);
+      EXPECT_DOUBLE_EQ(e.bound, plan.bound);
+      EXPECT_EQ(e.bits, plan.bits);
+      worst = std::max(worst, e.max_abs);
+    }
+    EXPECT_DOUBLE_EQ(worst, plan.max_abs);
+    EXPECT_GT(worst, 0.0);  // rounding at 257 bits is not zero, and is kept exactly
+    EXPECT_FALSE(result(r, "ln_exact", "ln").error_stats.empty());
+    EXPECT_TRUE(result(r, "ln_tight", "ln2").error_stats.empty());
+  }
+  // A wrong fold's statistics show the genuine difference.
+  const auto wrong = fixed({verdict("ln", true, {producer("h")}), verdict("ln2", true, {producer("h2")})});
+  const report::CheckReport r = check::check_model(g, check::CheckOptions{}, wrong);
+  const report::CheckResult& bad = result(r, "ln_exact", "ln2");
+  ASSERT_EQ(bad.error_stats.size(), 1u);
+  EXPECT_GT(bad.error_stats[0].max_abs, 1e-3);
+  EXPECT_DOUBLE_EQ(bad.error_stats[0].max_abs, bad.max_abs);
 }
 
 TEST(Checkers, AWrongNoFailsTheTightnessCheck) {

@@ -80,7 +80,7 @@ TEST(JudgeAgreement, NonFiniteOrCoarseBoundsAreInconclusive) {
 
 TEST(ErrorAccumulator, KeepsDifferencesBelowDoubleResolution) {
   report::ErrorAccumulator acc;
-  acc.add_difference(1e-70, 0.5);  // two MPFR values 1e-70 apart round to one double
+  acc.add(0.5, 0.5, 1e-70);  // two MPFR values 1e-70 apart round to one double
   acc.add(0.5, 0.5);
   const report::ErrorStats s = acc.stats("output 'y'", 1e-56, 257);
   EXPECT_EQ(s.elements, 2);

@@ -1,0 +1,184 @@
+#include "reports/junit.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace lnv::report {
+namespace {
+
+// XML 1.0 text: escapes markup and drops the control characters XML cannot carry.
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (c >= 0x20 || ch == '\n' || ch == '\t') out += ch;
+        else if (ch == '\r') out += "&#13;";
+    }
+  }
+  return out;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+constexpr const char* kModes[2] = {"inference", "training"};
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string junit_xml(const std::vector<JunitSuite>& suites) {
+  using R = JunitCase::Result;
+  std::ostringstream os;
+  size_t tests = 0, failures = 0, errors = 0, skipped = 0;
+  double total = 0;
+  for (const JunitSuite& s : suites) {
+    tests += s.cases.size();
+    total += s.seconds;
+    for (const JunitCase& c : s.cases) {
+      failures += c.result == R::failure;
+      errors += c.result == R::error;
+      skipped += c.result == R::skipped;
+    }
+  }
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<testsuites name=\"lnverify\" tests=\"" << tests << "\" failures=\"" << failures
+     << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << seconds(total)
+     << "\">\n";
+  for (size_t k = 0; k < suites.size(); ++k) {
+    const JunitSuite& s = suites[k];
+    size_t f = 0, e = 0, sk = 0;
+    for (const JunitCase& c : s.cases) {
+      f += c.result == R::failure;
+      e += c.result == R::error;
+      sk += c.result == R::skipped;
+    }
+    os << "  <testsuite name=\"" << xml_escape(s.name) << "\" id=\"" << k << "\" tests=\""
+       << s.cases.size() << "\" failures=\"" << f << "\" errors=\"" << e << "\" skipped=\"" << sk
+       << "\" time=\"" << seconds(s.seconds) << "\">\n";
+    for (const JunitCase& c : s.cases) {
+      os << "    <testcase classname=\"" << xml_escape(c.classname) << "\" name=\""
+         << xml_escape(c.name) << "\" time=\"" << seconds(c.seconds) << "\"";
+      const std::string msg = " message=\"" + xml_escape(c.message) + "\"";
+      switch (c.result) {
+        case R::passed:
+          if (c.text.empty()) os << "/>\n";
+          else os << ">\n      <system-out>" << xml_escape(c.text) << "</system-out>\n    </testcase>\n";
+          break;
+        case R::skipped:
+          os << ">\n      <skipped" << msg << "/>\n    </testcase>\n";
+          break;
+        case R::failure:
+        case R::error: {
+          const char* tag = c.result == R::failure ? "failure" : "error";
+          os << ">\n      <" << tag << msg << " type=\"" << tag << "\">" << xml_escape(c.text)
+             << "</" << tag << ">\n    </testcase>\n";
+          break;
+        }
+      }
+    }
+    os << "  </testsuite>\n";
+  }
+  os << "</testsuites>\n";
+  return os.str();
+}
+
+JunitSuite audit_junit(const nlohmann::json& audit, const AuditDiff* diff) {
+  using R = JunitCase::Result;
+  JunitSuite s;
+  const std::string model = audit.at("model").get<std::string>();
+  s.name = "lnverify audit " + model;
+  const std::string classname = "lnverify.audit." + model;
+  auto add = [&](const std::string& ln, int m, R result, std::string message, std::string text) {
+    s.cases.push_back({classname, ln + " [" + kModes[m] + "]", result, std::move(message), std::move(text), 0});
+  };
+  if (!diff) {
+    for (const nlohmann::json& l : audit.at("layer_norms"))
+      for (int m = 0; m < 2; ++m) {
+        const std::string ln = l.at("name").get<std::string>();
+        if (l.at("foldable").at(kModes[m]).get<bool>())
+          add(ln, m, R::passed, "", "folds into RMSNorm exactly");
+        else
+          add(ln, m, R::skipped, "not foldable: " + l.at("reasons").at(kModes[m]).get<std::string>(), "");
+      }
+    return s;
+  }
+  for (const LnDiff& l : diff->layer_norms)
+    for (int m = 0; m < 2; ++m) {
+      const Change c = l.change(m);
+      const AuditVerdict& now = l.after[m];
+      const AuditVerdict& was = l.before[m];
+      switch (c) {
+        case Change::same:
+          if (now.foldable) add(l.name, m, R::passed, "", "folds, as in the baseline");
+          else add(l.name, m, R::skipped, "not foldable, as in the baseline: " + now.reason, "");
+          break;
+        case Change::improved:
+          add(l.name, m, R::passed, "", "improvement: folds now; the baseline said no (" + was.reason + ")");
+          break;
+        case Change::regressed:
+          add(l.name, m, R::failure, "no longer folds: " + now.reason,
+              "the baseline " + diff->baseline + " folds it; now: " + now.reason);
+          break;
+        case Change::reason_changed:
+          add(l.name, m, R::failure, "the reason for \"no\" changed",
+              "baseline: " + was.reason + "\nnow: " + now.reason);
+          break;
+        case Change::appeared:
+          add(l.name, m, R::failure, "a LayerNorm not in the baseline",
+              std::string("now ") + (now.foldable ? "foldable" : "not foldable: " + now.reason) +
+                  "; update the baseline " + diff->baseline + " if this is intended");
+          break;
+        case Change::disappeared:
+          add(l.name, m, R::failure, "a LayerNorm of the baseline is gone",
+              std::string("the baseline ") + diff->baseline + " has it " +
+                  (was.foldable ? "foldable" : "not foldable"));
+          break;
+      }
+    }
+  return s;
+}
+
+JunitSuite check_junit(const CheckReport& r) {
+  using R = JunitCase::Result;
+  JunitSuite s;
+  const std::string mode(mode_name(r.mode));
+  s.name = "lnverify check " + r.model + " (" + mode + ")";
+  for (const CheckResult& c : r.results) {
+    std::string numbers = "max abs " + sci(c.max_abs) + ", max rel " + sci(c.max_rel) + ", bound " +
+                          sci(c.bound) + ", " + std::to_string(c.bits) + " bits";
+    if (c.kind == "ln_tight") numbers += ", " + std::to_string(c.attempts) + " forced folds";
+    std::string text = numbers;
+    if (!c.detail.empty()) text = c.detail + "\n" + text;
+    if (c.divergence)
+      text += "\n" + c.divergence->quantity + " differs on trial " + std::to_string(c.divergence->trial) +
+              " (run seed " + std::to_string(c.divergence->seed) + "); first node where they part: '" +
+              c.divergence->first_node + "'";
+    const R result = c.outcome == Outcome::holds ? R::passed
+                     : c.outcome == Outcome::fails ? R::failure
+                                                   : R::error;
+    const std::string message =
+        result == R::passed ? "" : std::string(outcome_name(c.outcome)) + ": " + (c.detail.empty() ? numbers : c.detail);
+    s.cases.push_back({"lnverify.check." + r.model + "." + mode, c.kind + " " + c.subject, result,
+                       message, text, 0});
+  }
+  return s;
+}
+
+}  // namespace lnv::report
