@@ -417,12 +417,20 @@ Rule Analyzer::pad_mean(int32_t n, Mask a) {
 // operand; an operand c never picks contributes nothing, and one c always picks is a mere
 // broadcast). Averaged also along V: mean_{a∩V}(c·mean_{a∖V}(x) + (1-c)·mean_{a∖V}(z)),
 // linear in the operands' means over a∖V (the outer mean over a∩V is part of the
-// transport); with a ⊆ V nothing of the operands' means is left: an opaque atom.
+// transport). With a ⊆ V, an operand uniform along a contributes itself times the mean of
+// c over a (a transport too); any other operand leaves no mean of it: an opaque atom.
 Rule Analyzer::where_mean(int32_t n, Mask a) {
   const WhereSelect& w = select_of(n);
   const Mask outer = a & w.varies, inner = a & ~w.varies;
-  if (outer != 0 && inner == 0) return opaque_mean(n, a, IssueKind::where_mixes);
   const bool both = w.picks[0] && w.picks[1];
+  const size_t R = out_shape(n).size();
+  for (int k = 0; k < 2 && outer != 0 && inner == 0; ++k) {
+    const ValueRef& x = g_.node_inputs[n][k];
+    const Shape& s = g_.shape_of(x);
+    const Mask own = x.kind == ValueRef::Kind::node ? uniform_[x.index] : size1_mask(s);
+    if (w.picks[k] && !subset(outer, operand_to_out(own, s.size(), R) | broadcast_const_axes(s, R)))
+      return opaque_mean(n, a, IssueKind::where_mixes);
+  }
   Rule r;
   for (int k = 0; k < 2; ++k) {
     if (!w.picks[k]) continue;
