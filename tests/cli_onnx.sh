@@ -43,15 +43,25 @@ has "import of a model.json: says why" "import reads an ONNX model"
 cp "$M" "$T/noext"
 run "ONNX bytes under another name (magic)" 0 "$LNV" audit "$T/noext" --dim batch=2
 
-# --- ops lnverify does not model: opaque, named ------------------------------------------
+# --- GPT-2's causal mask (Where), Swin's window padding (Pad): modelled, proved -----------
 G="$ROOT/tests/data/onnx/gpt2_tiny_opset17.onnx"
-run "audit of an export with opaque ops" 0 "$LNV" audit "$G" --dim batch=2 --dim seq=8
-has "audit: lists the opaque ops as the file names them" "opaque ops .*: /h.0/attn/Where \(Where\), /h.1/attn/Where \(Where\)"
+run "audit of GPT-2's export" 0 "$LNV" audit "$G" --dim batch=2 --dim seq=8
 has "audit: GPT-2's pre-norm LayerNorms all fold" "5 of 5 LayerNorms foldable"
-run "eval needing an opaque op" 2 "$LNV" eval "$G" --dim batch=2 --dim seq=8
-has "eval: names the op" "cannot evaluate op 'Where'"
-run "check needing an opaque op is inconclusive" 3 "$LNV" check "$G" --dim batch=2 --dim seq=8
-has "check: names the op" "inconclusive: node '/h.0/attn/Where': cannot evaluate op 'Where'"
+lacks "audit: no opaque op left in GPT-2" "opaque ops"
+run "check of GPT-2's export proves its folds" 0 "$LNV" check "$G" --dim batch=2 --dim seq=8
+has "GPT-2: every fold and the plan hold" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+S="$ROOT/tests/data/onnx/swin_tiny_opset17.onnx"
+run "check of torchvision's Swin export" 0 "$LNV" check "$S" --dim batch=2
+has "Swin: 6 folds, 5 tight no's and the plan hold" "result: holds \(12 hold, 0 fail, 0 inconclusive\)"
+
+# --- ops lnverify does not model: opaque, named ------------------------------------------
+O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op
+run "audit of a model with an opaque op" 0 "$LNV" audit "$O"
+has "audit: lists the opaque op as the file names it" "opaque ops .*\(Sin\)"
+run "eval needing an opaque op" 2 "$LNV" eval "$O"
+has "eval: names the op" "cannot evaluate op 'Sin'"
+run "check needing an opaque op is inconclusive" 3 "$LNV" check "$O"
+has "check: names the op" "inconclusive: node .*: cannot evaluate op 'Sin'"
 
 # --- dims ----------------------------------------------------------------------------------
 run "unbound symbolic dim" 2 "$LNV" audit "$M"

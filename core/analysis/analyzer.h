@@ -263,6 +263,10 @@ class Analyzer {
   // The value a ref equals by construction: through identities (an inference dropout, a
   // dropout with p = 0, a scale by 1).
   ValueRef alias(ValueRef r) const;
+  // Whether node c's output depends on its operand k (not: a where that never picks it).
+  bool reads_operand(int32_t c, size_t k) const {
+    return g_.nodes[c].op != Op::where || select_of(c).picks[k];
+  }
   // where_select of where node n, computed once.
   const WhereSelect& select_of(int32_t n) const {
     auto it = where_selects_.find(n);
