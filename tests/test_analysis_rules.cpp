@@ -1096,7 +1096,10 @@ TEST(AnalysisRules, WhereByConstantConditionPicksRowsOrMixes) {
   Node& rows = b.node("rows", Op::where, {"fc", "fc2"});
   rows.condition_shape = {3, 1}, rows.condition = {1, 0, 1};
   layer_norm(b, "ln_rows", "rows");
-  Node& mix = b.node("mix", Op::where, {"fc", "fc2"});
+  b.param("w3", {8, 8}).param("w4", {8, 8});
+  b.node("fc3", Op::linear, {"x"}).weight = "w3";
+  b.node("fc4", Op::linear, {"x"}).weight = "w4";
+  Node& mix = b.node("mix", Op::where, {"fc3", "fc4"});
   mix.condition_shape = {8}, mix.condition = {1, 0, 1, 1, 0, 1, 1, 1};
   layer_norm(b, "ln_mix", "mix");
   const FoldPlan plan = detect_foldable(b.build({"ln_rows", "ln_mix"}), Mode::inference);
@@ -1135,14 +1138,18 @@ TEST(AnalysisRules, WhereShiftVariesAlongTheCondition) {
 // a keepdims token mean is constant along the copies (ln_e folds).
 TEST(AnalysisRules, PadAndExpand) {
   GraphBuilder b = linear_start();
+  for (const char* fc : {"fc2", "fc3", "fc4"}) {
+    b.param(std::string(fc) + ".w", {8, 8});
+    b.node(fc, Op::linear, {"x"}).weight = std::string(fc) + ".w";
+  }
   b.node("pt", Op::pad, {"fc"}).pads = {0, 1, 0, 0, 2, 0};
   layer_norm(b, "ln_tok", "pt");
-  b.node("pf", Op::pad, {"fc"}).pads = {0, 0, 1, 0, 0, 0};
+  b.node("pf", Op::pad, {"fc2"}).pads = {0, 0, 1, 0, 0, 0};
   layer_norm(b, "ln_feat", "pf");
-  Node& pv = b.node("pv", Op::pad, {"fc"});
+  Node& pv = b.node("pv", Op::pad, {"fc3"});
   pv.pads = {0, 1, 0, 0, 0, 0}, pv.value = 1.0;
   layer_norm(b, "ln_val", "pv");
-  Node& m = b.node("m", Op::mean, {"fc"});
+  Node& m = b.node("m", Op::mean, {"fc4"});
   m.axes = {1}, m.keepdims = true;
   b.node("e", Op::expand, {"m"}).shape = {3, 1};
   layer_norm(b, "ln_e", "e");
