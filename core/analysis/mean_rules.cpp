@@ -420,6 +420,9 @@ Rule Analyzer::pad_mean(int32_t n, Mask a) {
 // transport). With a ⊆ V, an operand uniform along a contributes itself times the mean of
 // c over a (a transport too); any other operand leaves no mean of it: an opaque atom.
 Rule Analyzer::where_mean(int32_t n, Mask a) {
+  // where(c, v, v) is v.
+  if (alias(g_.node_inputs[n][0]) == alias(g_.node_inputs[n][1]))
+    return parts_rule({{0, operand_mask(n, 0, a), 1.0, 0, -1}});
   const WhereSelect& w = select_of(n);
   const Mask outer = a & w.varies, inner = a & ~w.varies;
   const bool both = w.picks[0] && w.picks[1];

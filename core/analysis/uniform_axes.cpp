@@ -178,7 +178,8 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       break;
     case Op::where: {  // where it picks from a uniform operand, along axes c is constant along
       const WhereSelect& w = select_of(v);
-      m = (w.picks[0] ? x.mapped(in[0]) : all) & (w.picks[1] ? x.mapped(in[1]) : all) & ~w.varies;
+      m = (w.picks[0] ? x.mapped(in[0]) : all) & (w.picks[1] ? x.mapped(in[1]) : all);
+      if (!(alias(in[0]) == alias(in[1]))) m &= ~w.varies;  // where(c, v, v) is v
       break;
     }
     case Op::mean:

@@ -93,7 +93,7 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     // operand is zero-mean over B∖V (B∖V not empty).
     case Op::where: {
       const WhereSelect& w = select_of(v);
-      const Mask inner = b & ~w.varies & ~size1_mask(s);
+      const Mask inner = b & (alias(in[0]) == alias(in[1]) ? ~Mask(0) : ~w.varies) & ~size1_mask(s);
       if ((b & w.varies) != 0 && inner == 0) return false;
       for (int k = 0; k < 2; ++k) {
         if (!w.picks[k]) continue;
