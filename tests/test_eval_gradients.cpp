@@ -324,7 +324,7 @@ TEST(EvalGradients, SliceScattersBack) {
 TEST(EvalGradients, ExpandPadWhere) {
   GraphBuilder b;
   b.input("x", {2, 1, 4});
-  b.param("m", {4});
+  b.param("m", {6});
   b.node("e", Op::expand, {"x"}).shape = {3, 1};  // copies: cotangents add up
   Node& p = b.node("p", Op::pad, {"e"});
   p.pads = {0, 1, 0, 0, 0, 2}, p.value = 0.5;  // the pad value gets no gradient

@@ -445,7 +445,7 @@ TEST(ShapeInfer, ExpandBroadcastsBothWays) {
   Node& n = b.node("e", Op::expand, {"x"});
   n.shape = {2, 1, 4, 1};
   EXPECT_EQ(b.shape("e"), (Shape{2, 3, 4, 5}));  // a 1 in shape keeps x's dim
-  b.g.nodes[0].shape = {3, 2, 5};
+  b.g.nodes[0].shape = {2, 1, 5};  // 3 against 2
   EXPECT_NODE_ERROR(b.error("e"), "node 'e')/shape", "broadcast");
   b.g.nodes[0].shape = {0};
   EXPECT_NODE_ERROR(b.error("e"), "node 'e')/shape", "1 ... 2^31");

@@ -198,7 +198,7 @@ std::vector<Graph> hand_built() {
   {  // expand (bidirectional broadcast), pad with a value, where with a broadcast condition
     GraphBuilder b("expand_pad_where");
     b.input("x", {2, 1, 3});
-    b.param("m", {3});
+    b.param("m", {5});
     add(b, "e", Op::expand, {"x"}, [](Node& n) { n.shape = {4, 1}; });
     add(b, "p", Op::pad, {"e"}, [](Node& n) { n.pads = {0, 1, 0, 1, 0, 2}, n.value = -0.5; });
     add(b, "t", Op::tanh, {"p"});
