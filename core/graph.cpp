@@ -269,6 +269,38 @@ std::vector<SliceAxis> slice_layout(const Node& n, const Shape& in, const std::s
   return out;
 }
 
+std::vector<PadAxis> pad_layout(const Node& n, const Shape& in, const std::string& where) {
+  const size_t R = in.size();
+  if (n.pads.size() != 2 * R)
+    throw ModelError(where + "/pads", "expected 2 entries per axis of the input (" +
+                                          std::to_string(2 * R) + "), got " +
+                                          std::to_string(n.pads.size()));
+  for (int64_t v : n.pads)
+    if (v < 0 || v > kMaxElements)
+      throw ModelError(where + "/pads", "expected entries 0 ... 2^31, got " + std::to_string(v));
+  if (!std::isfinite(n.value))
+    throw ModelError(where + "/value", "expected a finite number");
+  std::vector<PadAxis> out(R);
+  for (size_t a = 0; a < R; ++a) out[a] = {n.pads[a], n.pads[a + R]};
+  return out;
+}
+
+void check_where_condition(const Node& n, const std::string& where) {
+  if (!within_max_elements(n.condition_shape))
+    throw ModelError(where + "/condition_shape",
+                     "expected positive dims and at most 2^31 elements, got " +
+                         to_string(n.condition_shape));
+  if (static_cast<int64_t>(n.condition.size()) != numel(n.condition_shape))
+    throw ModelError(where + "/condition",
+                     "expected " + std::to_string(numel(n.condition_shape)) +
+                         " entries (condition_shape " + to_string(n.condition_shape) + "), got " +
+                         std::to_string(n.condition.size()));
+  for (size_t i = 0; i < n.condition.size(); ++i)
+    if (n.condition[i] != 0 && n.condition[i] != 1)
+      throw ModelError(where + "/condition/" + std::to_string(i),
+                       "expected 0 or 1, got " + std::to_string(n.condition[i]));
+}
+
 int64_t cbwc_attr_axis(Op op, const std::string& attr) {
   switch (op) {
     case Op::linear:
@@ -283,7 +315,8 @@ int64_t cbwc_attr_axis(Op op, const std::string& attr) {
     case Op::silu: case Op::exp: case Op::sqrt: case Op::reciprocal: case Op::erf:
     case Op::hard_sigmoid: case Op::hard_swish: case Op::clip:
     case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
+    case Op::where: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: return -1;
   }
   return -1;

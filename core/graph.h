@@ -95,7 +95,15 @@ struct Node {
   std::vector<int64_t> perm;  // transpose
   // slice (with `axes`): ONNX Slice's starts, ends and steps (empty steps: all 1)
   std::vector<int64_t> starts, ends, steps;
-  Shape shape;                // reshape target (one entry may be -1); opaque: its output shape
+  // reshape target (one entry may be -1); opaque: its output shape; expand: the shape its
+  // input is broadcast with (ONNX Expand)
+  Shape shape;
+  // pad: ONNX's pads (every axis' begin count, then every axis' end count) and fill value
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  // where: the constant condition (0 or 1 per element, row-major) and its shape
+  std::vector<int64_t> condition;
+  Shape condition_shape;
   // conv: one entry (applies to every spatial axis) or one per spatial axis.
   std::vector<int64_t> stride{1}, padding{0}, dilation{1};
   int64_t groups = 1;
@@ -185,6 +193,20 @@ struct SliceAxis {
 // ModelError at `where` for mismatched lists, a repeated axis, a zero step or a slice
 // that takes no element.
 std::vector<SliceAxis> slice_layout(const Node& n, const Shape& in, const std::string& where);
+
+// A constant-mode pad per input axis: how many `value` elements go before and after it.
+struct PadAxis {
+  int64_t before = 0, after = 0;
+  bool none() const { return before == 0 && after == 0; }
+};
+// The layout of pad node `n` on an input of shape `in` (ONNX's pads: every axis' begin
+// count, then every axis' end count). Throws ModelError at `where` for a list that is not
+// 2 entries per axis, a negative entry, an entry above 2^31 or a non-finite value.
+std::vector<PadAxis> pad_layout(const Node& n, const Shape& in, const std::string& where);
+
+// Checks a where node's condition: `condition_shape` is a shape of at most 2^31 elements and
+// `condition` holds one 0 or 1 per element. Throws ModelError at `where`.
+void check_where_condition(const Node& n, const std::string& where);
 
 // Effective value of a param: its values, centered over `center_axes` when set.
 std::vector<double> effective_values(const Param& p);

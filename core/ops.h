@@ -40,7 +40,9 @@ enum class OpFamily : uint8_t {
                        // reciprocal, erf, hard_sigmoid, hard_swish, clip
   softmax,
   reduction,           // mean, max over axes
-  shape_op,            // transpose, reshape, slice: moves elements, computes nothing
+  shape_op,            // transpose, reshape, slice, expand, pad: moves or copies elements
+                       // (pad: and fills with a constant), computes nothing
+  select,              // where: picks each element from one of two inputs by a constant mask
   concat,
   center,              // x - mean(x) over axes
   norm,                // layer_norm, rms_norm

@@ -93,6 +93,21 @@ class Rules {
         for (const SliceAxis& s : slice_layout(n_, in_[0], where_)) out.push_back(s.count);
         return out;
       }
+      case Op::expand:
+        for (int64_t d : n_.shape)
+          if (d <= 0 || d > kMaxElements)
+            fail("/shape", "expected entries 1 ... 2^31, got " + std::to_string(d));
+        return broadcast_shapes(in_[0], n_.shape, where_ + "/shape");
+      case Op::pad: {
+        Shape out = in_[0];
+        const std::vector<PadAxis> l = pad_layout(n_, in_[0], where_);
+        for (size_t a = 0; a < out.size(); ++a) out[a] += l[a].before + l[a].after;
+        return out;
+      }
+      case Op::where:
+        check_where_condition(n_, where_);
+        return broadcast_shapes(broadcast_shapes(n_.condition_shape, in_[0], where_ + "/inputs"),
+                                in_[1], where_ + "/inputs");
       case Op::concat: return concat();
       case Op::center:
         axes_of(in_[0]);

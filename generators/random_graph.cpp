@@ -419,9 +419,52 @@ class Builder {
         return transpose(v, perm);
       }
       case 14: return c[1] % 3 == 2 ? slice(v, c) : reshape_keep(v, c);
-      case 15: return reshape_break(v, c);
-      default: return reshape_split_features(v, c);
+      case 15: return c[1] % 4 == 3 ? pad_or_expand(v, c) : reshape_break(v, c);
+      default: return c[1] % 4 == 3 ? where(v, c) : reshape_split_features(v, c);
     }
+  }
+
+  // A pad of one axis (a feature axis or another) by one element on each side (so no
+  // later slice takes every padded position away), with 0 or 0.5; or a keepdims mean over
+  // an axis expanded back to v's shape.
+  Value pad_or_expand(const Value& v, Choices c) {
+    const int64_t axis = (c[2] & 1) ? other_axis(v, c[3]) : last_feature(v);
+    if (c[2] & 2) {
+      if (!wide(v, {axis})) return reshape_break(v, c);
+      Node m = node(Op::mean, {v.name});
+      m.axes = {axis};
+      m.keepdims = true;
+      const Value mu = emit(std::move(m), {});
+      Node e = node(Op::expand, {mu.name});
+      e.shape = (c[3] & 1) ? v.shape : Shape{v.shape[size_t(axis)]};
+      if (!(c[3] & 1)) e.shape.insert(e.shape.end(), size_t(v.rank() - 1 - axis), 1);
+      return emit(std::move(e), v.feat);
+    }
+    Node n = node(Op::pad, {v.name});
+    n.pads.assign(2 * size_t(v.rank()), 0);
+    n.pads[size_t(axis)] = n.pads[size_t(axis + v.rank())] = 1;
+    n.value = c[3] % 4 == 0 ? 0.5 : 0.0;
+    return emit(std::move(n), v.feat);
+  }
+
+  // where(cond, v, other) with a condition along one axis (a feature axis or another):
+  // other is a broadcast param, a per-token activation, or v itself.
+  Value where(const Value& v, Choices c) {
+    const int64_t axis = (c[2] & 1) ? other_axis(v, c[3]) : last_feature(v);
+    const int64_t d = v.shape[size_t(axis)];
+    Node n = node(Op::where, {});
+    n.condition_shape = {d};
+    n.condition_shape.insert(n.condition_shape.end(), size_t(v.rank() - 1 - axis), 1);
+    for (int64_t i = 0; i < d; ++i) n.condition.push_back((i * (c[3] % 3 + 1)) % 3 != 1 ? 1 : 0);
+    std::string other;
+    switch (c[2] / 2 % 3) {
+      case 0: other = param("wz", per_feature_shape(v)); break;
+      case 1: other = per_token_activation(v, c[3]).name; break;
+      default: other = v.name; break;
+    }
+    n.inputs = (c[3] & 1) ? std::vector<std::string>{other, v.name}
+                          : std::vector<std::string>{v.name, other};
+    return emit(std::move(n), v.feat);
   }
 
   Value binary(Op op, const Value& a, const std::string& b, Axes feat, bool swap = false) {

@@ -459,6 +459,73 @@ void map_gather_constant(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(c), n.outputs[0]);
 }
 
+// Expand of an activation to a constant shape (folded from the shape arithmetic).
+void map_expand(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!im.is_float_value(n.inputs[0])) return im.opaque(i, "an integer operand");
+  const auto shape = constant_ints(im, n, 1);
+  if (!shape) return im.opaque(i, "a shape that is not a constant");
+  for (int64_t d : *shape)
+    if (d <= 0) return im.opaque(i, "a shape entry below 1");
+  Node e = im.node(n, i, Op::expand, {im.value(n.inputs[0])});
+  e.shape = *shape;
+  im.emit_final(std::move(e), n.outputs[0]);
+}
+
+// Pad in constant mode: pads (and the value) as attributes before opset 11 (`paddings`
+// in opset 1), as constant inputs from 11; `axes` (opset 18) names the axes pads covers.
+void map_pad(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!im.is_float_value(n.inputs[0])) return im.opaque(i, "an integer operand");
+  const std::string mode = im.attr_s(n, "mode", "constant");
+  if (mode != "constant") return im.opaque(i, "mode '" + mode + "' (only constant mode is modelled)");
+  const int64_t rank = static_cast<int64_t>(im.shape(n.inputs[0]).size());
+  std::vector<int64_t> pads, axes;
+  double value = 0.0;
+  if (im.model().opset("") < 11) {
+    pads = im.attr_ints(n, n.attr("pads") ? "pads" : "paddings", {});
+    value = im.attr_f(n, "value", 0.0);
+  } else {
+    const auto p = constant_ints(im, n, 1), a = constant_ints(im, n, 3);
+    if (!p || !a) return im.opaque(i, "pads or axes that are not constants");
+    pads = *p, axes = *a;
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      const auto v = im.scalar(n.inputs[2]);
+      if (!v) return im.opaque(i, "a constant_value that is not a constant");
+      value = *v;
+    }
+  }
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  const size_t k = axes.size();
+  if (pads.size() != 2 * k)
+    throw ModelError(im.describe(i), "pads has " + std::to_string(pads.size()) +
+                                         " entries, expected 2 per axis (" + std::to_string(2 * k) + ")");
+  std::vector<int64_t> full(2 * static_cast<size_t>(rank), 0);
+  for (size_t j = 0; j < k; ++j) {
+    const int64_t a = axes[j] < 0 ? axes[j] + rank : axes[j];
+    if (a < 0 || a >= rank) throw ModelError(im.describe(i), "axis " + std::to_string(axes[j]) + " out of range");
+    if (pads[j] < 0 || pads[j + k] < 0) return im.opaque(i, "negative pads (cropping)");
+    full[a] = pads[j];
+    full[a + rank] = pads[j + k];
+  }
+  Node p = im.node(n, i, Op::pad, {im.value(n.inputs[0])});
+  p.pads = std::move(full);
+  p.value = value;
+  im.emit_final(std::move(p), n.outputs[0]);
+}
+
+// Where with a constant condition (an attention mask): the condition goes into the node.
+void map_where(Importer& im, const onnx_import::Node& n, size_t i) {
+  const Initializer* c = im.constant(n.inputs[0]);
+  if (!c || c->value.is_float()) return im.opaque(i, "a condition that is not a constant");
+  if (!im.is_float_value(n.inputs[1]) || !im.is_float_value(n.inputs[2]))
+    return im.opaque(i, "an integer operand");
+  Node w = im.node(n, i, Op::where, {im.value(n.inputs[1]), im.value(n.inputs[2])});
+  w.condition_shape = c->value.dims;
+  w.condition.reserve(c->value.ints.size());
+  for (int64_t v : c->value.ints) w.condition.push_back(v != 0 ? 1 : 0);
+  im.emit_final(std::move(w), n.outputs[0]);
+}
+
 // An embedding lookup: Gather(axis 0) of a constant [num, dim] table by an integer graph
 // input.
 void map_gather(Importer& im, const onnx_import::Node& n, size_t i) {
@@ -493,6 +560,7 @@ const std::map<std::string, Mapper>& mappers() {
       {"AveragePool", map_reduce},
       {"Dropout", map_dropout}, {"Gather", map_gather},
       {"Slice", map_slice}, {"Split", map_split},
+      {"Expand", map_expand}, {"Pad", map_pad}, {"Where", map_where},
   };
   return kMappers;
 }

@@ -56,15 +56,17 @@ has "import of a model.json: says why" "import reads an ONNX model"
 cp "$M" "$T/noext"
 run "ONNX bytes under another name (magic)" 0 "$LNV" audit "$T/noext" --dim batch=2
 
-# --- ops lnverify does not model: opaque, named ------------------------------------------
+# --- GPT-2's causal mask (Where), Swin's window padding (Pad): modelled, proved -----------
 G="$ROOT/tests/data/onnx/gpt2_tiny_opset17.onnx"
-run "audit of an export with opaque ops" 0 "$LNV" audit "$G" --dim batch=2 --dim seq=8
-has "audit: lists the opaque ops as the file names them" "opaque ops .*: /h.0/attn/Where \(Where\), /h.1/attn/Where \(Where\)"
+run "audit of GPT-2's export" 0 "$LNV" audit "$G" --dim batch=2 --dim seq=8
 has "audit: GPT-2's pre-norm LayerNorms all fold" "5 of 5 LayerNorms foldable"
-run "eval needing an opaque op" 2 "$LNV" eval "$G" --dim batch=2 --dim seq=8
-has "eval: names the op" "cannot evaluate op 'Where'"
-run "check needing an opaque op is inconclusive" 3 "$LNV" check "$G" --dim batch=2 --dim seq=8
-has "check: names the op" "inconclusive: node '/h.0/attn/Where': cannot evaluate op 'Where'"
+lacks "audit: no opaque op left in GPT-2" "opaque ops"
+run "check of GPT-2's export proves its folds" 0 "$LNV" check "$G" --dim batch=2 --dim seq=8
+has "GPT-2: every fold and the plan hold" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+S="$ROOT/tests/data/onnx/swin_tiny_opset17.onnx"
+run "eval of torchvision's Swin export (its zero Pads modelled)" 0 "$LNV" eval "$S" --dim batch=2 --bits 64
+has "Swin: the logits" "output /head/Gemm \\[2, 4\\]"
+
 # nn.TransformerEncoder's causal mask (generate_square_subsequent_mask: 0 and -inf) cannot
 # be a model.json param: the Add that applies it is opaque, after the LNs' outputs.
 P="$ROOT/tests/data/onnx/prenorm_lm_tiny_opset17.onnx"
@@ -73,6 +75,15 @@ has "audit: the mask's Add is opaque" "opaque ops .*: /encoder/layers.0/self_att
 has "audit: the pre-norm LNs all fold" "5 of 5 LayerNorms foldable"
 run "import of a causal LM with a -inf mask" 0 "$LNV" import "$P" --dim batch=2 --dim seq=8 -o "$T/lm.json"
 if grep -q "holds an infinity or a NaN" "$T/lm.json"; then ok "import: meta.onnx.opaque says why"; else bad "import: why the Add is opaque"; fi
+
+# --- ops lnverify does not model: opaque, named ------------------------------------------
+O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op
+run "audit of a model with an opaque op" 0 "$LNV" audit "$O"
+has "audit: lists the opaque op as the file names it" "opaque ops .*\(Sin\)"
+run "eval needing an opaque op" 2 "$LNV" eval "$O"
+has "eval: names the op" "cannot evaluate op 'Sin'"
+run "check needing an opaque op is inconclusive" 3 "$LNV" check "$O"
+has "check: names the op" "inconclusive: node .*: cannot evaluate op 'Sin'"
 
 # --- dims ----------------------------------------------------------------------------------
 run "unbound symbolic dim" 2 "$LNV" audit "$M"

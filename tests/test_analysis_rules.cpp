@@ -1085,6 +1085,84 @@ TEST(AnalysisRules, SliceKeepsConstantAxesButNotZeroMeans) {
   EXPECT_TRUE(verdict(plan, "ln4").foldable[0]) << verdict(plan, "ln4").reason[0];
 }
 
+// A where whose condition is constant along the features picks whole rows: ln_rows folds
+// (fc's and fc2's shifts are constant along the features where picked, 0 elsewhere);
+// where(m, fc, fc2) with m varying along the features mixes parts of rows: ln_mix no,
+// naming it.
+TEST(AnalysisRules, WhereByConstantConditionPicksRowsOrMixes) {
+  GraphBuilder b = linear_start();
+  b.param("w2", {8, 8});
+  b.node("fc2", Op::linear, {"x"}).weight = "w2";
+  Node& rows = b.node("rows", Op::where, {"fc", "fc2"});
+  rows.condition_shape = {3, 1}, rows.condition = {1, 0, 1};
+  layer_norm(b, "ln_rows", "rows");
+  b.param("w3", {8, 8}).param("w4", {8, 8});
+  b.node("fc3", Op::linear, {"x"}).weight = "w3";
+  b.node("fc4", Op::linear, {"x"}).weight = "w4";
+  Node& mix = b.node("mix", Op::where, {"fc3", "fc4"});
+  mix.condition_shape = {8}, mix.condition = {1, 0, 1, 1, 0, 1, 1, 1};
+  layer_norm(b, "ln_mix", "mix");
+  const FoldPlan plan = detect_foldable(b.build({"ln_rows", "ln_mix"}), Mode::inference);
+  const LnVerdict r = verdict(plan, "ln_rows");
+  EXPECT_TRUE(r.foldable[0]) << r.reason[0];
+  EXPECT_TRUE(has_producer(r, "fc") && has_producer(r, "fc2"));
+  const LnVerdict m = verdict(plan, "ln_mix");
+  EXPECT_FALSE(m.foldable[0]);
+  EXPECT_TRUE(mentions(m.reason[0], "mix")) << m.reason[0];
+}
+
+// fc's shift through a feature-varying where reaches an LN over the features non-constant
+// (ln_after does not absorb it, so ln_fc, whose term fc is, is not foldable); through
+// where(m, fc, fc) it is fc's own shift (ln_same absorbs it).
+TEST(AnalysisRules, WhereShiftVariesAlongTheCondition) {
+  GraphBuilder b = linear_start();
+  layer_norm(b, "ln_fc", "fc");
+  Node& mix = b.node("mix", Op::where, {"fc", "x"});
+  mix.condition_shape = {8}, mix.condition = {1, 0, 1, 1, 0, 1, 1, 1};
+  b.node("t", Op::tanh, {"mix"});
+  FoldPlan plan = detect_foldable(b.build({"ln_fc", "t"}), Mode::inference);
+  EXPECT_FALSE(verdict(plan, "ln_fc").foldable[0]);
+  GraphBuilder b2 = linear_start();
+  layer_norm(b2, "ln_fc", "fc");
+  Node& same = b2.node("same", Op::where, {"fc", "fc"});
+  same.condition_shape = {8}, same.condition = {1, 0, 1, 1, 0, 1, 1, 1};
+  layer_norm(b2, "ln_same", "same");
+  b2.node("t", Op::tanh, {"ln_same"});
+  plan = detect_foldable(b2.build({"ln_fc", "t"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln_fc").foldable[0]) << verdict(plan, "ln_fc").reason[0];
+}
+
+// Zeros padded along the tokens keep the features' mean (ln_tok folds); along the features
+// the mean is a share of fc's but fc's shift is no longer constant there (ln_feat: no,
+// naming the pad); a nonzero pad value is a constant (ln_val: no, naming it); an expand of
+// a keepdims token mean is constant along the copies (ln_e folds).
+TEST(AnalysisRules, PadAndExpand) {
+  GraphBuilder b = linear_start();
+  for (const char* fc : {"fc2", "fc3", "fc4"}) {
+    b.param(std::string(fc) + ".w", {8, 8});
+    b.node(fc, Op::linear, {"x"}).weight = std::string(fc) + ".w";
+  }
+  b.node("pt", Op::pad, {"fc"}).pads = {0, 1, 0, 0, 2, 0};
+  layer_norm(b, "ln_tok", "pt");
+  b.node("pf", Op::pad, {"fc2"}).pads = {0, 0, 1, 0, 0, 0};
+  layer_norm(b, "ln_feat", "pf");
+  Node& pv = b.node("pv", Op::pad, {"fc3"});
+  pv.pads = {0, 1, 0, 0, 0, 0}, pv.value = 1.0;
+  layer_norm(b, "ln_val", "pv");
+  Node& m = b.node("m", Op::mean, {"fc4"});
+  m.axes = {1}, m.keepdims = true;
+  b.node("e", Op::expand, {"m"}).shape = {3, 1};
+  layer_norm(b, "ln_e", "e");
+  const FoldPlan plan =
+      detect_foldable(b.build({"ln_tok", "ln_feat", "ln_val", "ln_e"}), Mode::inference);
+  EXPECT_TRUE(verdict(plan, "ln_tok").foldable[0]) << verdict(plan, "ln_tok").reason[0];
+  EXPECT_FALSE(verdict(plan, "ln_feat").foldable[0]);
+  EXPECT_TRUE(mentions(verdict(plan, "ln_feat").reason[0], "pf")) << verdict(plan, "ln_feat").reason[0];
+  EXPECT_FALSE(verdict(plan, "ln_val").foldable[0]);
+  EXPECT_TRUE(mentions(verdict(plan, "ln_val").reason[0], "pv")) << verdict(plan, "ln_val").reason[0];
+  EXPECT_TRUE(verdict(plan, "ln_e").foldable[0]) << verdict(plan, "ln_e").reason[0];
+}
+
 // An opaque op (imported, not modelled): its output is an opaque atom (ln_after), a
 // deviation reaching it breaks (ln_beside: fc2's shift reaches `side`, a graph output
 // through an unknown op), and it reads an LN's output like any consumer (ln_before folds:

@@ -466,6 +466,25 @@ TEST(EvalForward, SliceHandWorked) {
   expect_near(out(ev).data, {9, 7, 5, 14, 12, 10});
 }
 
+// x = [[0, 1, 2]] expanded to 2 rows; padded with one 9 before each axis and after the
+// columns; where picks row 0 of the padded x and row 1 (and 2) of the param.
+TEST(EvalForward, ExpandPadWhereHandWorked) {
+  GraphBuilder b;
+  b.input("x", {1, 3});
+  b.param("q", {4}, {10, 11, 12, 13});
+  b.node("e", Op::expand, {"x"}).shape = {2, 1};
+  Node& p = b.node("p", Op::pad, {"e"});
+  p.pads = {1, 0, 0, 1}, p.value = 9;
+  Node& w = b.node("w", Op::where, {"p", "q"});
+  w.condition_shape = {3, 1}, w.condition = {0, 1, 0};
+  const auto ev = run(b.build({"e", "p", "w"}), {Tensor<double>({1, 3}, {0, 1, 2})});
+  EXPECT_EQ(ev.outputs[0].shape, (Shape{2, 3}));
+  expect_near(ev.outputs[0].data, {0, 1, 2, 0, 1, 2});
+  EXPECT_EQ(ev.outputs[1].shape, (Shape{3, 4}));
+  expect_near(ev.outputs[1].data, {9, 9, 9, 9, 0, 1, 2, 9, 0, 1, 2, 9});
+  expect_near(ev.outputs[2].data, {10, 11, 12, 13, 0, 1, 2, 9, 10, 11, 12, 13});
+}
+
 // An opaque op (imported, not modelled) is refused in every precision, with the node and
 // its op_type named; a gradient needs a forward evaluation first, so it is refused too.
 TEST(EvalForward, OpaqueIsRefusedNamingNodeAndOpType) {

@@ -321,6 +321,22 @@ TEST(EvalGradients, SliceScattersBack) {
   check_gradients(b.build({"v"}));
 }
 
+TEST(EvalGradients, ExpandPadWhere) {
+  GraphBuilder b;
+  b.input("x", {2, 1, 4});
+  b.param("m", {6});
+  b.node("e", Op::expand, {"x"}).shape = {3, 1};  // copies: cotangents add up
+  Node& p = b.node("p", Op::pad, {"e"});
+  p.pads = {0, 1, 0, 0, 0, 2}, p.value = 0.5;  // the pad value gets no gradient
+  b.node("t", Op::tanh, {"p"});
+  Node& w = b.node("w", Op::where, {"t", "m"});
+  w.condition_shape = {4, 1}, w.condition = {1, 0, 0, 1};
+  Node& w2 = b.node("w2", Op::where, {"p", "p"});  // both operands one value
+  w2.condition_shape = {6}, w2.condition = {1, 0, 1, 1, 0, 0};
+  b.node("s", Op::mul, {"w2", "w"});
+  check_gradients(b.build({"s"}));
+}
+
 TEST(EvalGradients, CenterOverAxes) {
   GraphBuilder b;
   b.input("x", {2, 3, 4});

@@ -439,6 +439,49 @@ TEST(ShapeInfer, SliceClampsAsOnnx) {
   EXPECT_NODE_ERROR(b.error("s"), "node 's')/axes", "3");
 }
 
+TEST(ShapeInfer, ExpandBroadcastsBothWays) {
+  Builder b;
+  b.input("x", {3, 1, 5});
+  Node& n = b.node("e", Op::expand, {"x"});
+  n.shape = {2, 1, 4, 1};
+  EXPECT_EQ(b.shape("e"), (Shape{2, 3, 4, 5}));  // a 1 in shape keeps x's dim
+  b.g.nodes[0].shape = {2, 1, 5};  // 3 against 2
+  EXPECT_NODE_ERROR(b.error("e"), "node 'e')/shape", "broadcast");
+  b.g.nodes[0].shape = {0};
+  EXPECT_NODE_ERROR(b.error("e"), "node 'e')/shape", "1 ... 2^31");
+}
+
+TEST(ShapeInfer, PadAddsBeginsAndEnds) {
+  Builder b;
+  b.input("x", {2, 3});
+  Node& n = b.node("p", Op::pad, {"x"});
+  n.pads = {1, 0, 2, 4};
+  EXPECT_EQ(b.shape("p"), (Shape{5, 7}));
+  b.g.nodes[0].pads = {1, 0, 2};
+  EXPECT_NODE_ERROR(b.error("p"), "node 'p')/pads", "2 entries per axis");
+  b.g.nodes[0].pads = {1, -1, 0, 0};
+  EXPECT_NODE_ERROR(b.error("p"), "node 'p')/pads", "0 ... 2^31");
+  b.g.nodes[0].pads = {0, 0, 0, 0};
+  b.g.nodes[0].value = std::numeric_limits<double>::infinity();
+  EXPECT_NODE_ERROR(b.error("p"), "node 'p')/value", "finite");
+}
+
+TEST(ShapeInfer, WhereBroadcastsConditionAndOperands) {
+  Builder b;
+  b.input("x", {2, 1, 4}).param("y", {4});
+  Node& n = b.node("w", Op::where, {"x", "y"});
+  n.condition_shape = {3, 1}, n.condition = {1, 0, 1};
+  EXPECT_EQ(b.shape("w"), (Shape{2, 3, 4}));
+  b.g.nodes[0].condition = {1, 0};
+  EXPECT_NODE_ERROR(b.error("w"), "node 'w')/condition", "expected 3 entries");
+  b.g.nodes[0].condition = {1, 2, 0};
+  EXPECT_NODE_ERROR(b.error("w"), "node 'w')/condition/1", "0 or 1");
+  b.g.nodes[0].condition = {1, 0, 1};
+  b.g.nodes[0].condition_shape = {3, 2};
+  b.g.nodes[0].condition = {1, 0, 1, 1, 0, 1};
+  EXPECT_NODE_ERROR(b.error("w"), "node 'w')/inputs", "broadcast");
+}
+
 TEST(ShapeInfer, Concat) {
   Builder b;
   b.input("x", {2, 3, 4}).input("y", {2, 5, 4}).param("z", {2, 1, 4});

@@ -510,6 +510,24 @@ struct Engine::Impl {
         }
         return y;
       }
+      case Op::expand: return in(i, 0).expand(g->node_shapes[i]).contiguous();
+      case Op::pad: {
+        const std::vector<PadAxis> l = pad_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
+        std::vector<int64_t> pads;  // at::constant_pad_nd: last axis first, (before, after)
+        for (size_t a = l.size(); a-- > 0;) {
+          pads.push_back(l[a].before);
+          pads.push_back(l[a].after);
+        }
+        return at::constant_pad_nd(in(i, 0), pads, n.value);
+      }
+      case Op::where: {
+        const at::Tensor c =
+            at::tensor(at::ArrayRef<int64_t>(n.condition), at::TensorOptions().dtype(at::kLong))
+                .reshape(n.condition_shape)
+                .to(in(i, 0).device())
+                .ne(0);
+        return at::where(c, in(i, 0), in(i, 1));
+      }
       case Op::concat: {
         std::vector<at::Tensor> parts;
         for (size_t k = 0; k < n.inputs.size(); ++k) parts.push_back(in(i, k));

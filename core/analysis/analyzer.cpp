@@ -19,7 +19,9 @@ Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
   for (size_t c = 0; c < n; ++c)
     for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
       const ValueRef& r = g.node_inputs[c][k];
-      if (r.kind == ValueRef::Kind::node) uses_[r.index].push_back({int32_t(c), int32_t(k)});
+      // A where never picking operand k does not read it: no use, for liveness and safety.
+      if (r.kind == ValueRef::Kind::node && reads_operand(int32_t(c), k))
+        uses_[r.index].push_back({int32_t(c), int32_t(k)});
     }
   is_output_.assign(n, false);
   for (const ValueRef& r : g.output_refs)

@@ -82,6 +82,8 @@ enum class IssueKind : uint8_t {
   matmul_mixing,
   opaque_op,  // the output of an op lnverify does not model
   slice_axes,  // a slice that cuts the averaged axes
+  pad_value,   // a pad with a nonzero value: the padded positions hold a constant
+  where_mixes,  // a where whose condition varies along every averaged axis
 };
 
 struct Issue {
@@ -143,6 +145,16 @@ struct Trust {
 Mask conv_constant_axes(const Node& conv, size_t rank);
 // The axes a slice node cuts (takes less than the whole of, or reorders).
 Mask slice_cut(const Graph& g, int32_t n);
+// The axes a pad node pads (something before or after).
+Mask pad_axes(const Graph& g, int32_t n);
+
+// A where node's constant condition seen from its output: the output axes along which it
+// varies, and whether it picks each operand somewhere. (deviation_rules.cpp)
+struct WhereSelect {
+  Mask varies = 0;
+  bool picks[2] = {false, false};
+};
+WhereSelect where_select(const Graph& g, int32_t n);
 
 // Sums, differences, scales and identities of values of one shape as linear combinations
 // of "atoms" (the other nodes, params and graph inputs; an operand broadcast to the
@@ -235,6 +247,7 @@ class Analyzer {
   std::unordered_map<int32_t, int32_t> producer_terms_;
   std::map<std::tuple<int32_t, int, Mask>, int32_t> param_terms_;
   std::map<std::pair<int32_t, int>, int32_t> param_atoms_;
+  mutable std::unordered_map<int32_t, WhereSelect> where_selects_;
   bool stale_ = false;
 
   // --- small helpers shared by every file ---
@@ -250,6 +263,16 @@ class Analyzer {
   // The value a ref equals by construction: through identities (an inference dropout, a
   // dropout with p = 0, a scale by 1).
   ValueRef alias(ValueRef r) const;
+  // Whether node c's output depends on its operand k (not: a where that never picks it).
+  bool reads_operand(int32_t c, size_t k) const {
+    return g_.nodes[c].op != Op::where || select_of(c).picks[k];
+  }
+  // where_select of where node n, computed once.
+  const WhereSelect& select_of(int32_t n) const {
+    auto it = where_selects_.find(n);
+    if (it == where_selects_.end()) it = where_selects_.emplace(n, where_select(g_, n)).first;
+    return it->second;
+  }
 
   // --- readings (analyzer.cpp, liveness.cpp) ---
   // Live in one reading: some graph output depends on the node, not only through constant
@@ -346,6 +369,9 @@ class Analyzer {
   Rule transpose_mean(int32_t n, Mask a);
   Rule reshape_mean(int32_t n, Mask a);
   Rule slice_mean(int32_t n, Mask a);
+  Rule expand_mean(int32_t n, Mask a);
+  Rule pad_mean(int32_t n, Mask a);
+  Rule where_mean(int32_t n, Mask a);
   Rule concat_mean(int32_t n, Mask a);
   Rule center_mean(int32_t n, Mask a);
   Rule layer_norm_mean(int32_t n, Mask a);
@@ -375,6 +401,9 @@ class Analyzer {
   EdgeResult transpose_edge(int32_t c, int k, Mask u);
   EdgeResult reshape_edge(int32_t c, int k, Mask u);
   EdgeResult concat_edge(int32_t c, int k, Mask u);
+  EdgeResult expand_edge(int32_t c, int k, Mask u);
+  EdgeResult pad_edge(int32_t c, int k, Mask u);
+  EdgeResult where_edge(int32_t c, int k, Mask u);
   EdgeResult norm_edge(int32_t c, int k, Mask u);
   // Concats along `axis` of copies of one value carry that value's deviation everywhere
   // when it is constant along the axis: the value they copy.

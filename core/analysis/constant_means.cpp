@@ -77,6 +77,9 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     case Op::transpose:
     case Op::reshape:
     case Op::slice:
+    case Op::expand:
+    case Op::pad:
+    case Op::where:
     case Op::concat:
     case Op::rms_norm:
     case Op::opaque:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
@@ -38,6 +39,12 @@ using analysis::subset;
 // Verdicts and reasons.
 
 std::string quote(const std::string& s) { return "`" + s + "`"; }
+
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 std::string axes_text(Mask m) {
   std::string s = "[";
@@ -147,6 +154,13 @@ class Reasoner {
         return who + " takes only part of the axes " + quote(ln) +
                " normalizes, so their mean is not a mean of whole features that centering "
                "zeroes";
+      case IssueKind::pad_value:
+        return who + " pads with the nonzero value " + number_text(g_.nodes[is.node].value) +
+               ", a constant in the mean of " + quote(ln) + "'s input that no centering removes";
+      case IssueKind::where_mixes:
+        return who + " picks between its inputs by a condition that varies along every axis " +
+               quote(ln) + " normalizes, so the mean of its input mixes parts of rows and no "
+               "centering makes it vanish";
       case IssueKind::opaque_op:
         return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
                who + ", an op lnverify does not model, so no centering is known to remove it";

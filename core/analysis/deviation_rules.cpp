@@ -50,6 +50,34 @@ Mask slice_cut(const Graph& g, int32_t n) {
   return cut;
 }
 
+Mask pad_axes(const Graph& g, int32_t n) {
+  const std::vector<PadAxis> l =
+      pad_layout(g.nodes[n], g.shape_of(g.node_inputs[n][0]), g.nodes[n].name);
+  Mask m = 0;
+  for (size_t a = 0; a < l.size(); ++a)
+    if (!l[a].none()) m |= bit(int64_t(a));
+  return m;
+}
+
+WhereSelect where_select(const Graph& g, int32_t n) {
+  const Node& node = g.nodes[n];
+  const Shape& cs = node.condition_shape;
+  const std::vector<int64_t> st = strides_of(cs);
+  WhereSelect w;
+  Mask varies = 0;
+  for (size_t i = 0; i < node.condition.size(); ++i) {
+    w.picks[node.condition[i] != 0 ? 0 : 1] = true;
+    for (size_t p = 0; p < cs.size(); ++p) {
+      if (varies & bit(int64_t(p))) continue;
+      const int64_t idx = (int64_t(i) / st[p]) % cs[p];
+      if (idx + 1 < cs[p] && node.condition[i] != node.condition[i + size_t(st[p])])
+        varies |= bit(int64_t(p));
+    }
+  }
+  w.varies = operand_to_out(varies, cs.size(), g.node_shapes[n].size());
+  return w;
+}
+
 EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
   switch (g_.nodes[c].op) {
     case Op::linear:
@@ -100,6 +128,12 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     // (a constant line cut along it is still constant), and along no other.
     case Op::slice:
       return passes(u, out_shape(c), false);
+    case Op::expand:
+      return expand_edge(c, k, u);
+    case Op::pad:
+      return pad_edge(c, k, u);
+    case Op::where:
+      return where_edge(c, k, u);
     case Op::concat:
       return concat_edge(c, k, u);
     case Op::center:
@@ -248,6 +282,34 @@ EdgeResult Analyzer::reshape_edge(int32_t c, int k, Mask u) {
     else if (blk.in & u) dropped = true;
   }
   return passes(m, out_shape(c), dropped);
+}
+
+// Every copy gets the same δ: constant along the broadcast axes too.
+EdgeResult Analyzer::expand_edge(int32_t c, int k, Mask u) {
+  const Shape& in = in_shape(c, k);
+  const size_t R = out_shape(c).size();
+  return passes(operand_to_out(u, in.size(), R) | broadcast_const_axes(in, R), out_shape(c), false);
+}
+
+// δ(pad(x)) = pad(δ(x), 0) whatever the pad value: δ at x's positions, 0 in the padding, so
+// no longer constant along a padded axis.
+EdgeResult Analyzer::pad_edge(int32_t c, int k, Mask u) {
+  const Mask padded = pad_axes(g_, c);
+  return passes(u & ~padded, out_shape(c), (u & padded & ~size1_mask(in_shape(c, k))) != 0);
+}
+
+// δ(y) = c·δ(x) (δ entering by x): δ where c picks x, 0 elsewhere - constant only along the
+// axes c is constant along. An operand c never picks does not reach the output; where(c, v,
+// v) is v.
+EdgeResult Analyzer::where_edge(int32_t c, int k, Mask u) {
+  const WhereSelect& w = select_of(c);
+  if (!w.picks[k]) return absorbs();
+  const Shape& in = in_shape(c, k);
+  const size_t R = out_shape(c).size();
+  const Mask mine = operand_to_out(u, in.size(), R) | broadcast_const_axes(in, R);
+  const auto& ins = g_.node_inputs[c];
+  if (alias(ins[0]) == alias(ins[1])) return passes(mine, out_shape(c), false);
+  return passes(mine & ~w.varies, out_shape(c), (mine & w.varies) != 0);
 }
 
 // --- Concat ----------------------------------------------------------------------------

@@ -53,8 +53,9 @@ std::vector<bool> Analyzer::live_through_sums(const SumForms& sums, const std::v
     const int32_t v = *it;
     if (sums.combined[v] || !whole[v] || ignores_inputs(v, zero, trust)) continue;
     const bool constant = constant_mean(v, trust);
-    for (const ValueRef& r : g_.node_inputs[v])
-      if (r.kind == ValueRef::Kind::node) mark(r.index, !constant);
+    for (size_t k = 0; k < g_.node_inputs[v].size(); ++k)
+      if (const ValueRef& r = g_.node_inputs[v][k]; r.kind == ValueRef::Kind::node && reads_operand(v, k))
+        mark(r.index, !constant);
   }
   return live;
 }
@@ -94,8 +95,9 @@ bool Analyzer::swap_reaches_output(const std::vector<char>& swapped, const std::
                           node.op == Op::scale ||
                           (node.op == Op::dropout && (mode_ == Mode::inference || node.p == 0.0));
       if (!ignores_inputs(v, zero, trust) && !constant_mean(v, trust))
-        for (const ValueRef& r : g_.node_inputs[v])
-          if (r.kind == ValueRef::Kind::node) {
+        for (size_t k = 0; k < g_.node_inputs[v].size(); ++k)
+          if (const ValueRef& r = g_.node_inputs[v][k];
+              r.kind == ValueRef::Kind::node && reads_operand(v, k)) {
             changed[v] |= changed[r.index];
             unzeroed[v] |= unzeroed[r.index];
             if (zero_over[r.index] == 0) continue;

@@ -72,6 +72,12 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
       return reshape_mean(n, a);
     case Op::slice:
       return slice_mean(n, a);
+    case Op::expand:
+      return expand_mean(n, a);
+    case Op::pad:
+      return pad_mean(n, a);
+    case Op::where:
+      return where_mean(n, a);
     case Op::concat:
       return concat_mean(n, a);
     case Op::center:
@@ -370,6 +376,76 @@ Rule Analyzer::slice_mean(int32_t n, Mask a) {
   const Mask uniform = x.kind == ValueRef::Kind::node ? uniform_[x.index] : size1_mask(in);
   if (real & cut & ~uniform) return opaque_mean(n, a, IssueKind::slice_axes);
   return parts_rule({{0, real, 1.0, cut ? tag : 0, -1}});
+}
+
+// A broadcast: along the axes x is copied along, the mean is x itself (as for a broadcast
+// operand of a sum).
+Rule Analyzer::expand_mean(int32_t n, Mask a) {
+  return parts_rule({{0, operand_mask(n, 0, a), 1.0, 0, -1}});
+}
+
+// Zeros around x: averaged along a padded axis of input size d and output size d', the
+// mean is d/d' times x's (the ratio of the row lengths); along padded axes not averaged, x's
+// mean sits among zeros (a transport, tagged by the layout). A nonzero pad value puts a
+// constant into every mean (and constant rows where the padding is not averaged), which
+// no centering removes.
+Rule Analyzer::pad_mean(int32_t n, Mask a) {
+  const Shape& in = in_shape(n, 0);
+  const Shape& out = out_shape(n);
+  const std::vector<PadAxis> l = pad_layout(g_.nodes[n], in, g_.nodes[n].name);
+  const Mask padded = pad_axes(g_, n);
+  if (padded == 0) return parts_rule({{0, a, 1.0, 0, -1}});
+  if (g_.nodes[n].value != 0.0) return opaque_mean(n, a, IssueKind::pad_value);
+  double ratio = 1.0;
+  uint64_t tag = 0x9ad;
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (l[i].none()) continue;
+    if (a & bit(int64_t(i))) {
+      ratio *= double(in[i]) / double(out[i]);
+    } else {
+      tag = tag * 1000003 + (uint64_t(i) + 1);
+      tag = tag * 1000003 + uint64_t(l[i].before);
+      tag = tag * 1000003 + uint64_t(l[i].after);
+    }
+  }
+  return parts_rule({{0, a, ratio, subset(padded, a) ? 0 : tag, -1}});
+}
+
+// y = where(c, x, z), c constant, V the output axes c varies along. Averaged over axes c is
+// constant along, each row is a row of x or of z: mean_a(y) = where(c, mean_a(x),
+// mean_a(z)), each operand's mean placed by the condition (a transport, tagged per
+// operand; an operand c never picks contributes nothing, and one c always picks is a mere
+// broadcast). Averaged also along V: mean_{a∩V}(c·mean_{a∖V}(x) + (1-c)·mean_{a∖V}(z)),
+// linear in the operands' means over a∖V (the outer mean over a∩V is part of the
+// transport). With a ⊆ V, an operand uniform along a contributes itself times the mean of
+// c over a (a transport too); any other operand leaves no mean of it: an opaque atom.
+Rule Analyzer::where_mean(int32_t n, Mask a) {
+  // where(c, v, v) is v.
+  if (alias(g_.node_inputs[n][0]) == alias(g_.node_inputs[n][1]))
+    return parts_rule({{0, operand_mask(n, 0, a), 1.0, 0, -1}});
+  const WhereSelect& w = select_of(n);
+  const Mask outer = a & w.varies, inner = a & ~w.varies;
+  const bool both = w.picks[0] && w.picks[1];
+  const size_t R = out_shape(n).size();
+  for (int k = 0; k < 2 && outer != 0 && inner == 0; ++k) {
+    const ValueRef& x = g_.node_inputs[n][k];
+    const Shape& s = g_.shape_of(x);
+    const Mask own = x.kind == ValueRef::Kind::node ? uniform_[x.index] : size1_mask(s);
+    if (w.picks[k] && !subset(outer, operand_to_out(own, s.size(), R) | broadcast_const_axes(s, R)))
+      return opaque_mean(n, a, IssueKind::where_mixes);
+  }
+  Rule r;
+  for (int k = 0; k < 2; ++k) {
+    if (!w.picks[k]) continue;
+    uint64_t tag = both ? tag_of(n, k) : 0;
+    if (outer != 0) {
+      uint64_t z = uint64_t(outer) * 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+      tag = tag_of(n, k) ^ (z ^ (z >> 29));
+    }
+    r.parts.push_back({k, operand_mask(n, k, inner), 1.0, tag, -1});
+  }
+  return r;
 }
 
 // A block averaged whole is the mean over its input axes. A block averaged in part is not

@@ -51,6 +51,9 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
     case Op::transpose:
     case Op::reshape:
     case Op::slice:
+    case Op::expand:
+    case Op::pad:
+    case Op::where:
     case Op::concat:
     case Op::center:
     case Op::layer_norm:

@@ -54,9 +54,16 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::transpose:
     case Op::reshape:
     case Op::slice:
+    case Op::expand:
     case Op::concat:
     case Op::center:
       return all_zero();
+    case Op::pad:  // zero padded with zeros
+      return (n.value == 0.0 || pad_axes(g_, v) == 0) && all_zero();
+    case Op::where: {  // zero wherever it picks from
+      const WhereSelect& w = select_of(v);
+      return (!w.picks[0] || z(0)) && (!w.picks[1] || z(1));
+    }
     case Op::clip:  // clip(0) = 0 when 0 lies within the bounds
       return n.min <= 0.0 && n.max >= 0.0 && all_zero();
     case Op::hard_sigmoid:  // hard_sigmoid(0) = clamp(beta, 0, 1)

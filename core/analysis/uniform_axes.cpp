@@ -170,6 +170,18 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::slice:  // a subset of a uniform line is uniform
       m = x.own(in[0]);
       break;
+    case Op::expand:  // copies along the broadcast axes
+      m = x.mapped(in[0]);
+      break;
+    case Op::pad:  // the pad value differs from generic values along the padded axes
+      m = x.own(in[0]) & ~pad_axes(g_, v);
+      break;
+    case Op::where: {  // where it picks from a uniform operand, along axes c is constant along
+      const WhereSelect& w = select_of(v);
+      m = (w.picks[0] ? x.mapped(in[0]) : all) & (w.picks[1] ? x.mapped(in[1]) : all);
+      if (!(alias(in[0]) == alias(in[1]))) m &= ~w.varies;  // where(c, v, v) is v
+      break;
+    }
     case Op::mean:
     case Op::max:
       m = reduction_uniform(g_, v, x);

@@ -76,6 +76,33 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     case Op::slice:
       // A slice keeps a zero mean over axes it does not cut, and loses it over the others.
       return (b & slice_cut(g_, v)) == 0 && zero_mean_within(in[0], axes, trust, budget);
+    // mean_B(expand(x)) is the broadcast of x's mean over the axes of B x is not broadcast
+    // along (over none of them: x itself, not zero by construction).
+    case Op::expand: {
+      const Mask b_in = out_to_operand(b & ~size1_mask(s), g_.shape_of(in[0]).size(), s.size()) &
+                        ~size1_mask(g_.shape_of(in[0]));
+      return b_in != 0 && zero_mean_within(in[0], axes_of(b_in), trust, budget);
+    }
+    // Zeros padded around x: the mean over B is (a share of) x's at x's positions, 0 in the
+    // padding. A nonzero pad value is a constant there.
+    case Op::pad:
+      return (n.value == 0.0 || pad_axes(g_, v) == 0) && zero_mean_within(in[0], axes, trust, budget);
+    // Along axes c is constant along, each row of the output is a row of one operand: zero
+    // when each operand it picks is zero-mean over B. Where c varies along B as well,
+    // mean_B(y) = mean_{B∩V}(c·mean_{B∖V}(x) + (1-c)·mean_{B∖V}(z)): zero when each picked
+    // operand is zero-mean over B∖V (B∖V not empty).
+    case Op::where: {
+      const WhereSelect& w = select_of(v);
+      const Mask inner = b & (alias(in[0]) == alias(in[1]) ? ~Mask(0) : ~w.varies) & ~size1_mask(s);
+      if ((b & w.varies) != 0 && inner == 0) return false;
+      for (int k = 0; k < 2; ++k) {
+        if (!w.picks[k]) continue;
+        const Shape& sk = g_.shape_of(in[k]);
+        const Mask bk = out_to_operand(inner, sk.size(), s.size()) & ~size1_mask(sk);
+        if (bk == 0 || !zero_mean_within(in[k], axes_of(bk), trust, budget)) return false;
+      }
+      return true;
+    }
     case Op::transpose: {
       // A transpose permutes B.
       const int64_t R = int64_t(s.size());

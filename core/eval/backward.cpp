@@ -250,6 +250,31 @@ class Backward {
         for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
         return;
       }
+      case Op::expand: {  // each copy's cotangent flows back to the element it copies
+        Tensor<T>& dx = *din(i, 0);
+        const std::vector<int64_t> src = detail::broadcast_map(dy.shape, dx.shape);
+        for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
+        return;
+      }
+      case Op::pad: {  // the pad value is a constant: only copied elements get a cotangent
+        Tensor<T>& dx = *din(i, 0);
+        const std::vector<int64_t> src = detail::pad_sources(n, dx.shape, dy.shape);
+        for (size_t k = 0; k < src.size(); ++k)
+          if (src[k] >= 0) dx.data[src[k]] += dy.data[k];
+        return;
+      }
+      case Op::where: {  // each element's cotangent goes to the input it was picked from
+        const std::vector<bool> c = detail::where_mask(n, dy.shape);
+        Tensor<T>& da = *din(i, 0);
+        Tensor<T>& db = *din(i, 1);
+        const std::vector<int64_t> ia = detail::broadcast_map(dy.shape, da.shape);
+        const std::vector<int64_t> ib = detail::broadcast_map(dy.shape, db.shape);
+        for (size_t k = 0; k < c.size(); ++k) {
+          if (c[k]) da.data[ia[k]] += dy.data[k];
+          else db.data[ib[k]] += dy.data[k];
+        }
+        return;
+      }
       case Op::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);

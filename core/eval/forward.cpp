@@ -207,6 +207,31 @@ class Forward {
         for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
         return y;
       }
+      case Op::expand: {
+        const Tensor<T>& x = in(i, 0);
+        Tensor<T> y(ys);
+        const std::vector<int64_t> src = detail::broadcast_map(ys, x.shape);
+        for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
+        return y;
+      }
+      case Op::pad: {
+        const Tensor<T>& x = in(i, 0);
+        Tensor<T> y(ys);
+        const std::vector<int64_t> src = detail::pad_sources(n, x.shape, ys);
+        const T fill(n.value);
+        for (size_t k = 0; k < src.size(); ++k) y.data[k] = src[k] < 0 ? fill : x.data[src[k]];
+        return y;
+      }
+      case Op::where: {
+        const Tensor<T>& a = in(i, 0);
+        const Tensor<T>& b = in(i, 1);
+        const std::vector<bool> c = detail::where_mask(n, ys);
+        const std::vector<int64_t> ia = detail::broadcast_map(ys, a.shape);
+        const std::vector<int64_t> ib = detail::broadcast_map(ys, b.shape);
+        Tensor<T> y(ys);
+        for (size_t k = 0; k < c.size(); ++k) y.data[k] = c[k] ? a.data[ia[k]] : b.data[ib[k]];
+        return y;
+      }
       case Op::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);

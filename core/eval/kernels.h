@@ -424,7 +424,8 @@ T unary_fwd(const Node& n, const T& x) {
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
+    case Op::where: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_fwd: not a unary op");
@@ -471,7 +472,8 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
     case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::center:
+    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
+    case Op::where: case Op::concat: case Op::center:
     case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
   throw InternalError("unary_derivative: not a unary op");
@@ -814,6 +816,37 @@ inline std::vector<int64_t> slice_sources(const Node& n, const Shape& in, const 
     }
   }
   return src;
+}
+
+// A constant-mode pad: for each output element (row-major), the flat index of the input
+// element it copies, or -1 where it holds the pad value.
+inline std::vector<int64_t> pad_sources(const Node& n, const Shape& in, const Shape& out) {
+  const std::vector<PadAxis> l = pad_layout(n, in, node_where(n));
+  const std::vector<int64_t> st = strides_of(in);
+  const size_t R = out.size();
+  std::vector<int64_t> src(static_cast<size_t>(numel(out)));
+  std::vector<int64_t> idx(R, 0);
+  for (size_t f = 0; f < src.size(); ++f) {
+    int64_t at = 0;
+    for (size_t a = 0; a < R && at >= 0; ++a) {
+      const int64_t j = idx[a] - l[a].before;
+      at = j < 0 || j >= in[a] ? -1 : at + j * st[a];
+    }
+    src[f] = at;
+    for (size_t a = R; a-- > 0;) {
+      if (++idx[a] < out[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return src;
+}
+
+// A where node's condition broadcast to its output shape `out`: one bool per element.
+inline std::vector<bool> where_mask(const Node& n, const Shape& out) {
+  const std::vector<int64_t> src = broadcast_map(out, n.condition_shape);
+  std::vector<bool> m(src.size());
+  for (size_t k = 0; k < src.size(); ++k) m[k] = n.condition[src[k]] != 0;
+  return m;
 }
 
 // Concat layout: `outer` blocks, each the inputs' `widths[k] * inner` values in turn.

@@ -195,6 +195,18 @@ std::vector<Graph> hand_built() {
     add(b, "v", Op::mul, {"t", "u"});
     out.push_back(b.build({"v"}));
   }
+  {  // expand (bidirectional broadcast), pad with a value, where with a broadcast condition
+    GraphBuilder b("expand_pad_where");
+    b.input("x", {2, 1, 3});
+    b.param("m", {5});
+    add(b, "e", Op::expand, {"x"}, [](Node& n) { n.shape = {4, 1}; });
+    add(b, "p", Op::pad, {"e"}, [](Node& n) { n.pads = {0, 1, 0, 1, 0, 2}, n.value = -0.5; });
+    add(b, "t", Op::tanh, {"p"});
+    add(b, "w", Op::where, {"t", "m"}, [](Node& n) {
+      n.condition_shape = {5, 1}, n.condition = {1, 0, 1, 1, 0};
+    });
+    out.push_back(b.build({"w"}));
+  }
   {  // params read through center_axes (an inference rewrite's centered weights)
     GraphBuilder b("center_axes");
     b.input("x", {2, 3});
