@@ -24,7 +24,10 @@ Action setup(CLI::App& sub) {
   add_model_input(sub, st->model, st->dims, "the model to audit (model.json or .onnx)");
   sub.add_option("--json", st->json, "also write the report as JSON to FILE ('-': stdout)");
   return [st]() -> int {
-    const Graph g = load_input(st->model, st->dims);
+    // The analysis reads structure only: no param's values are read.
+    LoadOptions load;
+    load.defer_values = true;
+    const Graph g = load_input(st->model, st->dims, load);
     if (st->json != "-") refuse_input_as_output("--json", st->json, st->model, g);
     const FoldPlan plan = detect_foldable(g, Mode::inference);
     const std::string report = report::audit_json(g, plan).dump(2) + "\n";
