@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "onnx/float_formats.h"
@@ -767,6 +768,49 @@ std::string read_file(const fs::path& path) {
   return bytes;
 }
 
+// A cycle among the main graph's nodes is refused naming them: ONNX's checker would
+// report it as a node out of topological order.
+void refuse_cycles(const ox::GraphProto& g, const std::string& file) {
+  const int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < n; ++k)
+    for (const auto& out : g.node(k).output())
+      if (!out.empty()) producer.emplace(out, k);
+  auto label = [&](int k) {
+    const auto& node = g.node(k);
+    return (node.name().empty() ? "#" + std::to_string(k) : in_quotes(node.name())) + " (" +
+           node.op_type() + ")";
+  };
+  // Iterative depth-first search over "reads the output of"; state 1: on the path.
+  std::vector<int> state(static_cast<size_t>(n), 0), path;
+  std::vector<int> next_input(static_cast<size_t>(n), 0);
+  for (int root = 0; root < n; ++root) {
+    if (state[root]) continue;
+    path.push_back(root);
+    state[root] = 1;
+    while (!path.empty()) {
+      const int k = path.back();
+      const auto& node = g.node(k);
+      if (next_input[k] == node.input_size()) {
+        state[k] = 2;
+        path.pop_back();
+        continue;
+      }
+      auto it = producer.find(node.input(next_input[k]++));
+      if (it == producer.end() || state[it->second] == 2) continue;
+      if (state[it->second] == 1) {
+        std::string cycle;
+        const auto from = std::find(path.begin(), path.end(), it->second);
+        for (auto p = from; p != path.end(); ++p) cycle += label(*p) + " reads ";
+        throw ModelError(file + ": node " + label(it->second),
+                         "the graph has a cycle: " + cycle + label(it->second));
+      }
+      state[it->second] = 1;
+      path.push_back(it->second);
+    }
+  }
+}
+
 // ONNX's check_model(ModelProto), with the schemas of opsets newer than this ONNX release
 // knows (onnx/newer_opsets.h) visible to it.
 void run_checker(const ox::ModelProto& mp, const fs::path& model_dir, const std::string& file) {
@@ -904,6 +948,7 @@ Model load_onnx(const fs::path& path, const DimBindings& dims) {
   // Before the checker, which looks for external data files: none may lie outside the
   // model's folder.
   check_external_locations(mp.graph(), ctx.model_dir, file, ctx.in_file);
+  refuse_cycles(mp.graph(), file);
   run_checker(mp, ctx.model_dir, file);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
