@@ -1040,6 +1040,13 @@ void materialize_all(Graph& g) {
   for (Param& p : g.params) materialize_values(p, g.base_dir);
 }
 
+std::vector<double> read_values(const Param& p, const std::string& base_dir) {
+  if (!p.values_deferred) return p.values;
+  Param loaded = p;  // a deferred param holds no values: the copy is small
+  materialize_values(loaded, base_dir);
+  return std::move(loaded.values);
+}
+
 namespace {
 
 json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* sink,

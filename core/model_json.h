@@ -64,6 +64,10 @@ void materialize_values(Param& p, const std::string& base_dir);
 // materialize_values for every deferred param of `g`.
 void materialize_all(Graph& g);
 
+// The values of `p`: its own, or for a deferred param those materialize_values would read
+// (`p` is left as it is; the caller holds the only copy).
+std::vector<double> read_values(const Param& p, const std::string& base_dir);
+
 // One entry of `nodes`, read as parse_model reads it (the attributes core/ops.def gives its
 // op, an absent optional one at its default; errors name `path`, "/nodes/3", and the node),
 // but not checked against a graph: names, arity and shapes are finalize()'s.

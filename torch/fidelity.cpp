@@ -75,14 +75,17 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
   rep.trials = opt.trials;
   rep.trials_f64 = opt.trials_f64;
 
-  Engine orig32(original, {Precision::f32}), fold32(folded, {Precision::f32});
-  Engine orig64(original, {Precision::f64}), fold64(folded, {Precision::f64});
+  // Two phases, so that at most three models' weights are held at once (float64 takes
+  // twice float32's memory): float32 against float32 (and the float64 original, for the
+  // noise), then float64 against float64.
+  Engine orig64(original, {Precision::f64});
   Diff f32, noise, f64out, f64grad;
-  for (int t = 0; t < std::max(opt.trials, opt.trials_f64); ++t) {
-    const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
-    const RunOptions run{opt.mode, seed};
-    const auto inputs = eval::random_inputs<double>(original, seed);
-    if (t < opt.trials) {
+  {
+    Engine orig32(original, {Precision::f32}), fold32(folded, {Precision::f32});
+    for (int t = 0; t < opt.trials; ++t) {
+      const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
+      const RunOptions run{opt.mode, seed};
+      const auto inputs = eval::random_inputs<double>(original, seed);
       const auto a = orig32.forward(inputs, run);
       const auto b = fold32.forward(inputs, run);
       for (size_t k = 0; k < a.size(); ++k) widen(f32, diff(a[k], b[k]));
@@ -94,7 +97,12 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
         for (size_t k = 0; k < a.size(); ++k) widen(noise, diff(exact[k], a[k]));
       }
     }
-    if (t >= opt.trials_f64) continue;
+  }
+  Engine fold64(folded, {Precision::f64});
+  for (int t = 0; t < opt.trials_f64; ++t) {
+    const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
+    const RunOptions run{opt.mode, seed};
+    const auto inputs = eval::random_inputs<double>(original, seed);
     if (opt.mode == Mode::inference) {
       const auto a = orig64.forward(inputs, run);
       const auto b = fold64.forward(inputs, run);
