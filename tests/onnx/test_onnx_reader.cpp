@@ -183,12 +183,12 @@ TEST_F(OnnxReader, ReadsExternalDataBesideTheModel) {
 // external data) until it is read, and reads back the values written; a small one, and
 // an integer one, are decoded on load.
 TEST_F(OnnxReader, LargeFloatInitializersAreReadWhenNeeded) {
-  std::vector<float> big(5000);
+  std::vector<float> big(20000);  // 80 kB: over the 64 KiB left in the file
   for (size_t k = 0; k < big.size(); ++k) big[k] = 0.25f * static_cast<float>(k) - 7.0f;
   const std::vector<double> expected(big.begin(), big.end());
-  {  // one file: raw_data of 20000 bytes stays out of protobuf
+  {  // one file: raw_data of 80000 bytes stays out of protobuf
     ox::ModelProto m = identity_model();
-    add_weight(m, {5000})->set_raw_data(float_bytes(big));
+    add_weight(m, {20000})->set_raw_data(float_bytes(big));
     const Model model = load_onnx(write(m));
     const Tensor& w = model.graph.initializer("w")->value;
     ASSERT_TRUE(w.stored);
@@ -198,7 +198,7 @@ TEST_F(OnnxReader, LargeFloatInitializersAreReadWhenNeeded) {
   }
   {  // external data
     ox::ModelProto m = identity_model();
-    auto* w = add_weight(m, {5000});
+    auto* w = add_weight(m, {20000});
     w->set_data_location(ox::TensorProto::EXTERNAL);
     auto* e = w->add_external_data();
     e->set_key("location");
@@ -230,7 +230,7 @@ TEST_F(OnnxReader, LargeFloatInitializersAreReadWhenNeeded) {
   {  // a NaN is found when the values are read, naming the initializer
     ox::ModelProto m = identity_model();
     big[4321] = std::nanf("");
-    add_weight(m, {5000})->set_raw_data(float_bytes(big));
+    add_weight(m, {20000})->set_raw_data(float_bytes(big));
     const Model model = load_onnx(write(m));
     try {
       stored_floats(model.graph.initializer("w")->value);
