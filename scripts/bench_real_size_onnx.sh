@@ -32,9 +32,11 @@ fi
 
 # measure BINARY ARGS...: prints "wall user rss_mb exit".
 measure() {
-  local out
-  out="$( { /usr/bin/time -f '%e %U %M %x' "$@" > /dev/null 2> /dev/null; } 2>&1 | tail -1)" || true
-  awk '{ printf "%s %s %.0f %s\n", $1, $2, $3 / 1024, $4 }' <<< "$out"
+  local t
+  t="$(mktemp)"
+  /usr/bin/time -f '%e %U %M %x' -o "$t" "$@" > /dev/null 2>&1 || true
+  tail -1 "$t" | awk '{ printf "%s %s %.0f %s\n", $1, $2, $3 / 1024, $4 }'
+  rm -f "$t"
 }
 
 echo "load average: $(cut -d' ' -f1 /proc/loadavg); $ROUNDS rounds, alternating"
