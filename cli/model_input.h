@@ -23,9 +23,9 @@ bool is_onnx_input(const std::string& path);
 
 // Reads the model. ONNX files are imported (onnx/import.h); `options` applies to
 // model.json only, but for defer_values, which leaves an ONNX model's large float
-// initializers unread too (onnx/import.h). Throws ModelError (exit 2): a malformed --dim, --dim given for a
-// model.json, a symbolic dim left unbound or one no input has, anything the reader or
-// importer refuses.
+// initializers in their file too. Throws ModelError (exit 2): a malformed --dim, --dim
+// given for a model.json, a symbolic dim left unbound or one no input has, anything the
+// reader or importer refuses.
 Graph load_input(const std::string& path, const std::vector<std::string>& dims,
                  const LoadOptions& options = {});
 
