@@ -44,7 +44,10 @@ Action setup(CLI::App& sub) {
   return [st]() -> int {
     if (st->json == "-" && st->format != "text")
       throw ModelError("--format", "--json - already writes the report to stdout");
-    const Graph g = load_input(st->model, st->dims);
+    // The analysis reads structure only: no param's values are read.
+    LoadOptions load;
+    load.defer_values = true;
+    const Graph g = load_input(st->model, st->dims, load);
     if (st->json != "-") refuse_input_as_output("--json", st->json, st->model, g);
     refuse_input_as_output("--junit", st->junit, st->model, g);
     for (const std::string* out : {&st->json, &st->junit})

@@ -25,7 +25,11 @@ namespace lnv::cli {
 
 int run_fidelity(const FidelityArgs& a) {
   if (a.threads > 0) torch_engine::set_threads(a.threads);
-  const Graph g = load_input(a.model, a.dims);
+  // Weights stay in their source until each engine reads them (torch/engine.h), so the
+  // model and its fold hold no second copy in double.
+  LoadOptions load;
+  load.defer_values = true;
+  const Graph g = load_input(a.model, a.dims, load);
   refuse_input_as_output("--json", a.json, a.model, g);
   torch_engine::FidelityOptions opt;
   opt.mode = a.mode;

@@ -55,7 +55,7 @@ Graph load_input(const std::string& path, const std::vector<std::string>& dim_ar
     return load_model(path, options);
   }
 #ifdef LNV_HAVE_ONNX
-  return onnx_import::import_onnx(path, dims);
+  return onnx_import::import_onnx(path, dims, options.defer_values);
 #else
   throw ModelError(path, "this lnverify was built without ONNX support (LNV_WITH_ONNX=OFF)");
 #endif

@@ -22,9 +22,10 @@ void add_model_input(CLI::App& sub, std::string& path, std::vector<std::string>&
 bool is_onnx_input(const std::string& path);
 
 // Reads the model. ONNX files are imported (onnx/import.h); `options` applies to
-// model.json only. Throws ModelError (exit 2): a malformed --dim, --dim given for a
-// model.json, a symbolic dim left unbound or one no input has, anything the reader or
-// importer refuses.
+// model.json only, but for defer_values, which leaves an ONNX model's large float
+// initializers in their file too. Throws ModelError (exit 2): a malformed --dim, --dim
+// given for a model.json, a symbolic dim left unbound or one no input has, anything the
+// reader or importer refuses.
 Graph load_input(const std::string& path, const std::vector<std::string>& dims,
                  const LoadOptions& options = {});
 

@@ -104,8 +104,8 @@ void Graph::finalize() {
     for (int64_t d : p.shape)
       if (d <= 0) throw ModelError(where + "/shape", "dimensions must be positive");
     if (p.values_deferred) {  // checked on load from the stored data
-      LNV_INTERNAL_ASSERT(p.values.empty() && p.source == ParamSource::file,
-                          "param '" + p.name + "' is deferred but holds values or is not a file param");
+      LNV_INTERNAL_ASSERT(p.values.empty() && (p.lazy || p.source == ParamSource::file),
+                          "param '" + p.name + "' is deferred but holds values or has no source");
       continue;
     }
     if (static_cast<int64_t>(p.values.size()) != numel(p.shape))

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,17 @@ struct FileSpec {
 
 enum class ParamSource { data, init, file };
 
+// Where the values of a param not read yet come from (an `init` param's seeded draws, an
+// ONNX initializer's bytes in its file): read() returns them, row-major, or throws
+// ModelError naming the param's source (the initializer, the file) when they cannot be
+// read or are not finite. Implementations outside core keep their format's headers to
+// themselves.
+class ValueSource {
+ public:
+  virtual ~ValueSource() = default;
+  virtual std::vector<double> read() const = 0;
+};
+
 struct Param {
   std::string name;
   Shape shape;
@@ -61,7 +73,10 @@ struct Param {
   // centered, save_model streams it from the file. Everything that needs the values
   // (evaluators, effective_values, param_fingerprint) throws InternalError on it;
   // materialize_values() (core/model_json.h) reads them and clears the flag.
+  // With `lazy` set (LoadOptions::defer_values, an ONNX import with deferred values) the
+  // param may be of any source: materialize_values reads `lazy` instead of a file.
   bool values_deferred = false;
+  std::shared_ptr<const ValueSource> lazy;
 };
 
 // The norm inside an `rnn` (a LayerNorm over H, or an RMSNorm after a rewrite).

@@ -178,6 +178,25 @@ void check_finite(const std::vector<double>& v, const std::string& path,
                                  std::to_string(k) + source);
 }
 
+// The values of an `init` param, drawn when first needed (LoadOptions::defer_values).
+class InitDraws : public ValueSource {
+ public:
+  InitDraws(InitSpec spec, int64_t count, uint64_t seed, std::string name, std::string path)
+      : spec_(std::move(spec)), count_(count), seed_(seed), name_(std::move(name)),
+        path_(std::move(path)) {}
+  std::vector<double> read() const override {
+    std::vector<double> v = init_values(spec_, count_, seed_, name_);
+    check_finite(v, path_, name_, " drawn from its init");
+    return v;
+  }
+
+ private:
+  InitSpec spec_;
+  int64_t count_;
+  uint64_t seed_;
+  std::string name_, path_;
+};
+
 // --- node attributes, read and written as core/ops.def declares them ---
 
 // The Node member type that holds an attribute of kind K.
@@ -362,7 +381,7 @@ class ModelParser {
     }
     if (j.contains("params")) {
       const json& a = array(j["params"], "/params");
-      refuse_init_beyond_memory(a);
+      if (!options_.defer_values) refuse_init_beyond_memory(a);
       for (size_t i = 0; i < a.size(); ++i)
         g.params.push_back(param(a[i], child("/params", i), g.seed));
     }
@@ -465,6 +484,11 @@ class ModelParser {
       const std::string at = child(path, "init");
       p.source = ParamSource::init;
       p.init = init_spec(r, j["init"], at);
+      if (options_.defer_values) {
+        p.lazy = std::make_shared<InitDraws>(p.init, count, seed, p.name, at);
+        p.values_deferred = true;
+        return p;
+      }
       p.values = init_values(p.init, count, seed, p.name);
       check_finite(p.values, at, p.name, " drawn from its init");
     } else {
@@ -476,7 +500,7 @@ class ModelParser {
       p.file.path = r.string(r.required(f, at, "path"), child(at, "path"));
       p.file.key = r.string(r.required(f, at, "key"), child(at, "key"));
       const std::string source = " in " + p.file.path + " [" + p.file.key + "]";
-      if (options_.defer_file_values) {
+      if (options_.defer_file_values || options_.defer_values) {
         std::optional<SafetensorsNonFinite> bad;
         Shape stored;
         try {
@@ -814,15 +838,21 @@ std::string resolved_file(const std::string& file, const std::string& base_dir) 
 
 json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir,
                 FileCheck& files, WeightsSink* sink) {
+  const bool raw = p.center_axes.empty();
+  if (p.values_deferred && p.lazy && !(raw && p.source == ParamSource::init)) {
+    Param loaded = p;
+    materialize_values(loaded, g.base_dir);
+    return param_json(g, loaded, index, out_dir, files, sink);
+  }
   json o = json::object();
   o["name"] = p.name;
   o["shape"] = p.shape;
-  const bool raw = p.center_axes.empty();
   // A param read from the file being rewritten must be written into it again.
   const bool reads_sink = sink && p.source == ParamSource::file &&
                           resolved_file(p.file.path, g.base_dir) == sink->resolved;
   if (raw && p.source == ParamSource::init &&
-      init_values(p.init, numel(p.shape), g.seed, p.name) == p.values) {
+      (p.values_deferred ||  // never drawn, so never changed
+       init_values(p.init, numel(p.shape), g.seed, p.name) == p.values)) {
     json init = {{"dist", p.init.dist}};
     if (p.init.dist == "normal") {
       if (p.init.mean != 0.0) init["mean"] = p.init.mean;
@@ -990,8 +1020,31 @@ Graph load_model(const std::string& path, const LoadOptions& options) {
 
 void materialize_values(Param& p, const std::string& base_dir) {
   if (!p.values_deferred) return;
+  if (p.lazy) {
+    std::vector<double> values = p.lazy->read();
+    if (static_cast<int64_t>(values.size()) != numel(p.shape))
+      throw InternalError("the lazy source of param '" + p.name + "' gave " +
+                          std::to_string(values.size()) + " values for shape " +
+                          to_string(p.shape));
+    check_finite(values, p.name, p.name, "");
+    p.values = std::move(values);
+    p.values_deferred = false;
+    p.lazy.reset();
+    return;
+  }
   const SafetensorsReader file((fs::path(base_dir) / p.file.path).string());
   materialize_from(file, p);
+}
+
+void materialize_all(Graph& g) {
+  for (Param& p : g.params) materialize_values(p, g.base_dir);
+}
+
+std::vector<double> read_values(const Param& p, const std::string& base_dir) {
+  if (!p.values_deferred) return p.values;
+  Param loaded = p;  // a deferred param holds no values: the copy is small
+  materialize_values(loaded, base_dir);
+  return std::move(loaded.values);
 }
 
 namespace {

@@ -40,6 +40,11 @@ struct LoadOptions {
   // deferred load accepts exactly the files a full load accepts. For commands that only
   // rewrite structure (fold); the evaluators need materialized values.
   bool defer_file_values = false;
+  // No param's values are read on load: `init` params keep a lazy source (nothing is
+  // drawn, and the memory limit below does not apply), `file` params are deferred as with
+  // defer_file_values. For commands that read structure only (audit); materialize_values
+  // or materialize_all read the values where they are needed.
+  bool defer_values = false;
   // The most bytes the `init` params may take together as doubles; 0 means three
   // quarters of the machine's physical memory (or of the address-space limit, ulimit -v,
   // when lower). A model asking for more is refused before
@@ -50,10 +55,18 @@ Graph parse_model(const nlohmann::json& j, const std::string& base_dir,
                   const LoadOptions& options);
 Graph load_model(const std::string& path, const LoadOptions& options);
 
-// Reads the values of a deferred param from its file (relative to `base_dir`, the
-// graph's base_dir) and clears values_deferred; does nothing for other params. Throws
-// ModelError naming the file when it no longer holds the tensor as loaded.
+// Reads the values of a deferred param from its lazy source, or else from its file
+// (relative to `base_dir`, the graph's base_dir), and clears values_deferred; does nothing
+// for other params. Throws ModelError naming the source (the file, when it no longer
+// holds the tensor as loaded) or the param (a non-finite value).
 void materialize_values(Param& p, const std::string& base_dir);
+
+// materialize_values for every deferred param of `g`.
+void materialize_all(Graph& g);
+
+// The values of `p`: its own, or for a deferred param those materialize_values would read
+// (`p` is left as it is; the caller holds the only copy).
+std::vector<double> read_values(const Param& p, const std::string& base_dir);
 
 // One entry of `nodes`, read as parse_model reads it (the attributes core/ops.def gives its
 // op, an absent optional one at its default; errors name `path`, "/nodes/3", and the node),

@@ -66,7 +66,10 @@ class Folder {
       for (size_t i = 0; i < node.inputs.size() && all_known; ++i) {
         const std::string& name = node.inputs[i];
         if (name.empty()) { inputs.push_back(nullptr); continue; }
-        if (auto c = constants_.find(name); c != constants_.end()) { inputs.push_back(&c->second); continue; }
+        if (auto c = constants_.find(name); c != constants_.end()) {
+          inputs.push_back(&c->second);
+          continue;
+        }
         auto s = shapes.find(name);
         if (i == 0 && reads_only_dims(node.op_type) && s != shapes.end()) {
           Tensor t;
@@ -79,6 +82,18 @@ class Folder {
         all_known = false;
       }
       if (!all_known) continue;
+      // A weight a fold reads (and only such a weight) is read from its file now, for this
+      // fold only (the constant stays a reference: copies of it cost nothing); an Identity
+      // passes it on unread.
+      std::vector<Tensor> loaded;
+      loaded.reserve(inputs.size());
+      if (node.op_type != "Identity")
+        for (const Tensor*& t : inputs)
+          if (t && t->stored) {
+            loaded.push_back(*t);
+            load_stored(loaded.back());
+            t = &loaded.back();
+          }
       const std::string where = model_.path.string() + ": " + node.describe(k);
       auto outputs = evaluate_node(node, inputs, opset, where);
       if (!outputs) continue;

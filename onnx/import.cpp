@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/model_json.h"
 #include "onnx/constant_fold.h"
 #include "onnx/import_context.h"
 
@@ -161,7 +162,7 @@ void map_gemm(Importer& im, const onnx_import::Node& n, size_t i) {
   if (beta == 1.0) {
     bias = im.value(c);
   } else if (im.is_constant(c)) {
-    std::vector<double> v = im.constant(c)->value.floats;
+    std::vector<double> v = im.floats(c);
     for (double& x : v) x *= beta;
     bias = im.new_param(c + ".beta", im.shape(c), std::move(v));
   } else {
@@ -230,10 +231,10 @@ void map_batch_norm(Importer& im, const onnx_import::Node& n, size_t i) {
   for (size_t k = 1; k < 5; ++k)
     if (!im.is_constant(n.inputs[k])) return im.opaque(i, "statistics that are not constants");
   const double eps = im.attr_f(n, "epsilon", 1e-5);
-  const auto& sc = im.constant(n.inputs[1])->value.floats;
-  const auto& b = im.constant(n.inputs[2])->value.floats;
-  const auto& mean = im.constant(n.inputs[3])->value.floats;
-  const auto& var = im.constant(n.inputs[4])->value.floats;
+  const auto sc = im.floats(n.inputs[1]);
+  const auto b = im.floats(n.inputs[2]);
+  const auto mean = im.floats(n.inputs[3]);
+  const auto var = im.floats(n.inputs[4]);
   std::vector<double> mul(sc.size()), add(sc.size());
   for (size_t c = 0; c < sc.size(); ++c) {
     mul[c] = sc[c] / std::sqrt(var[c] + eps);
@@ -567,7 +568,7 @@ const std::map<std::string, Mapper>& mappers() {
 
 }  // namespace
 
-lnv::Graph import_graph(const Model& folded) {
+lnv::Graph import_graph(const Model& folded, bool defer_values) {
   Importer im(folded);
   im.import_inputs();
   const auto matches = match_patterns(im);
@@ -593,7 +594,9 @@ lnv::Graph import_graph(const Model& folded) {
     }
     m->second(im, n, i);
   }
-  return im.finish();
+  lnv::Graph g = im.finish();
+  if (!defer_values) materialize_all(g);
+  return g;
 }
 
 bool is_imported_op(const std::string& domain, const std::string& op_type) {
@@ -604,8 +607,9 @@ bool is_imported_op(const std::string& domain, const std::string& op_type) {
          op_type == "RMSNormalization" || op_type == "SimplifiedLayerNormalization";
 }
 
-lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims) {
-  return import_graph(fold_constants(load_onnx(path, dims)).model);
+lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,
+                       bool defer_values) {
+  return import_graph(fold_constants(load_onnx(path, dims)).model, defer_values);
 }
 
 bool is_onnx_path(const std::filesystem::path& path) {

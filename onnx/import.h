@@ -23,10 +23,14 @@ namespace lnv::onnx_import {
 // Precondition: `folded` comes from fold_constants (so value_info holds static shapes of
 // every value a compute node reads). Returns a finalized Graph. Throws lnv::ModelError
 // naming the file and the node as the file spells it when a node cannot be imported.
-lnv::Graph import_graph(const Model& folded);
+// With `defer_values`, the params of initializers load_onnx left in their file stay
+// there (Param::values_deferred, a lazy source naming the initializer); otherwise they
+// are read (materialize_all), and one holding NaN or infinity is an error naming it.
+lnv::Graph import_graph(const Model& folded, bool defer_values = false);
 
 // load_onnx, fold_constants, import_graph.
-lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims);
+lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,
+                       bool defer_values = false);
 
 // Whether the importer maps ONNX op `op_type` of `domain` ("" for ONNX's own) onto
 // model.json ops (for some of its attributes and operands at least), norms included.

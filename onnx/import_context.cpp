@@ -9,6 +9,16 @@
 namespace lnv::onnx_import {
 namespace {
 
+// An initializer's values, left in its file until a command needs them.
+class StoredValues : public ValueSource {
+ public:
+  explicit StoredValues(Tensor t) : t_(std::move(t)) {}
+  std::vector<double> read() const override { return stored_floats(t_); }
+
+ private:
+  Tensor t_;  // dims and type, and where the data lie
+};
+
 bool allowed_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
@@ -172,7 +182,8 @@ std::string Importer::value(const std::string& v) {
     throw ModelError(m_.path.string(), "initializer '" + v + "' holds " +
                                            elem_type_name(c->value.type) +
                                            " values where a float tensor is read");
-  const std::string name = new_param(v, c->value.dims, c->value.floats);
+  const std::string name = c->value.stored ? stored_param(v, c->value.dims, c->value)
+                                           : new_param(v, c->value.dims, c->value.floats);
   values_[v] = name;
   return name;
 }
@@ -180,7 +191,21 @@ std::string Importer::value(const std::string& v) {
 std::string Importer::param_as(const std::string& v, const Shape& shape) {
   const Initializer* c = constant(v);
   if (c->value.dims == shape) return value(v);
-  return new_param(v, shape, c->value.floats);
+  return c->value.stored ? stored_param(v, shape, c->value) : new_param(v, shape, c->value.floats);
+}
+
+std::vector<double> Importer::floats(const std::string& v) const {
+  return stored_floats(constant(v)->value);
+}
+
+std::string Importer::stored_param(const std::string& want, const Shape& shape, const Tensor& t) {
+  Param p;
+  p.name = fresh(want);
+  p.shape = shape;
+  p.values_deferred = true;
+  p.lazy = std::make_shared<StoredValues>(t);
+  g_.params.push_back(std::move(p));
+  return g_.params.back().name;
 }
 
 std::string Importer::new_param(const std::string& want, const Shape& shape,

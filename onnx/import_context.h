@@ -34,6 +34,8 @@ class Importer {
   // no model.json param can hold), or nullopt.
   std::optional<std::string> non_finite_input(const onnx_import::Node& n) const;
   std::optional<double> scalar(const std::string& v) const;  // a one-element constant
+  // The float values of constant `v`, read from its file when load_onnx left them there.
+  std::vector<double> floats(const std::string& v) const;
   const std::vector<int64_t>& shape(const std::string& v) const;  // static; throws if unknown
   bool has_shape(const std::string& v) const { return shapes_.count(v) != 0; }
   int64_t numel(const std::string& v) const;
@@ -59,6 +61,9 @@ class Importer {
   // The constant `v` as a param of `shape` (the same values; a copy when the shape differs).
   std::string param_as(const std::string& v, const Shape& shape);
   std::string new_param(const std::string& want, const Shape& shape, std::vector<double> values);
+  // A param whose values stay in the file of stored tensor `t` until they are needed
+  // (values_deferred, with a lazy source that names the initializer on errors).
+  std::string stored_param(const std::string& want, const Shape& shape, const Tensor& t);
   // A node for ONNX node `n` (index i): named as n (or its first output), with ".suffix"
   // when it is one of several nodes n expands into.
   lnv::Node node(const onnx_import::Node& n, size_t i, Op op, std::vector<std::string> inputs,

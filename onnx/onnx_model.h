@@ -45,18 +45,39 @@ bool is_integer_type(ElemType t);  // signed/unsigned ints up to 32 bits, Int64,
 // The element types a Tensor can hold: the float types and the integer types above.
 bool is_supported_type(ElemType t);
 
+// Where the data of a tensor left undecoded on load lie: `length` bytes at `offset` in
+// `file` (an external data file, or the model file itself), little-endian `type`.
+// `where` names the tensor ("<file>: initializer 'x'") for errors on reading.
+struct StoredData {
+  std::filesystem::path file;
+  int64_t offset = 0;
+  int64_t length = 0;
+  ElemType type = ElemType::Float;
+  std::string where;
+};
+
 // A dense row-major tensor. Float types keep their values in `floats` (each value exact:
 // float16/bfloat16/float32 are subsets of double); integer and bool types in `ints`
-// (bool as 0/1, never as floats). Exactly one of the two vectors is used.
+// (bool as 0/1, never as floats). Exactly one of the two vectors is used — but for a
+// large float initializer, whose data load_onnx leaves in its file: `stored` says where,
+// `floats` stays empty, and stored_floats() reads them when they are needed.
 struct Tensor {
   ElemType type = ElemType::Float;
   std::vector<int64_t> dims;
   std::vector<double> floats;
   std::vector<int64_t> ints;
+  std::shared_ptr<const StoredData> stored;
 
   int64_t numel() const;  // throws lnv::ModelError (no place) on a negative dim or overflow
   bool is_float() const { return is_float_type(type); }
 };
+
+// The float values of `t`: `floats`, or its stored data read and decoded. Throws
+// lnv::ModelError naming the tensor when the file no longer holds them or a value is NaN
+// or infinite.
+std::vector<double> stored_floats(const Tensor& t);
+// Reads the stored data of `t` into `floats` and clears `stored` (nothing when not stored).
+void load_stored(Tensor& t);
 
 // A sparse tensor attribute or Constant value: `values` ([NNZ]) at `indices` ([NNZ] linear
 // or [NNZ, rank]) in a tensor of `dims`.
@@ -167,9 +188,14 @@ using DimBindings = std::map<std::string, int64_t>;
 
 // Reads `path`: parses it, runs ONNX's checker, binds every symbolic input dim from
 // `dims`, runs ONNX shape inference (its results land in graph.value_info) and decodes
-// every initializer (raw_data, typed fields, or external data files beside the model).
-// Throws lnv::ModelError when the file is not a valid ONNX model, a graph input has an
-// unnamed or unbound symbolic dim, or a tensor's data is malformed or unsupported.
+// every initializer (raw_data, typed fields, or external data files beside the model) —
+// but float initializers over 4096 elements stored as raw_data or external data, whose
+// bytes stay in their file (Tensor::stored; their location, size and bounds are checked
+// here). In a single-file model such raw_data never reaches protobuf: a walk over the
+// wire format hands protobuf the model without them (docs/onnx.md, "Reading lazily").
+// Throws lnv::ModelError when the file is 2 GiB or more (protobuf's limit), is not a valid
+// ONNX model, a graph input has an unnamed or unbound symbolic dim, or a tensor's data is
+// malformed, missing or unsupported.
 Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {});
 
 // Reads one serialized TensorProto (ONNX's test_data_set_*/input_0.pb); errors name the

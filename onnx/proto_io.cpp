@@ -6,11 +6,19 @@
 #include <onnx/proto_utils.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "onnx/float_formats.h"
@@ -35,6 +43,10 @@ constexpr int64_t kSmallFloatTensor = 4096;
 struct FileContext {
   std::string file;  // prefixes errors
   fs::path model_dir;
+  // Initializers whose raw_data was left in the model file (strip_raw_data): by name, as
+  // external data at `own_location`, the model file's name.
+  std::map<std::string, StoredData> in_file;
+  std::string own_location;
 };
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
@@ -132,11 +144,13 @@ fs::path external_path(const ox::TensorProto& tp, const std::string& where, cons
 // external_path for every tensor of `g` stored externally: initializers, and tensors in
 // node attributes (Constant values, subgraphs), recursively.
 void check_external_locations(const ox::GraphProto& g, const fs::path& model_dir,
-                              const std::string& file) {
+                              const std::string& file,
+                              const std::map<std::string, StoredData>& in_file) {
   auto check = [&](const ox::TensorProto& t, const std::string& where) {
     if (t.data_location() == ox::TensorProto::EXTERNAL) external_path(t, where, model_dir);
   };
-  for (const auto& t : g.initializer()) check(t, file + ": initializer " + in_quotes(t.name()));
+  for (const auto& t : g.initializer())
+    if (!in_file.count(t.name())) check(t, file + ": initializer " + in_quotes(t.name()));
   for (const auto& n : g.node()) {
     const std::string where = file + ": node " + in_quotes(n.name()) + " (" + n.op_type() + ")";
     for (const auto& a : n.attribute()) {
@@ -144,14 +158,27 @@ void check_external_locations(const ox::GraphProto& g, const fs::path& model_dir
       for (const auto& t : a.tensors()) check(t, where);
       check(a.sparse_tensor().values(), where);
       check(a.sparse_tensor().indices(), where);
-      if (a.has_g()) check_external_locations(a.g(), model_dir, file);
-      for (const auto& sub : a.graphs()) check_external_locations(sub, model_dir, file);
+      if (a.has_g()) check_external_locations(a.g(), model_dir, file, {});
+      for (const auto& sub : a.graphs()) check_external_locations(sub, model_dir, file, {});
     }
   }
 }
 
-std::string read_external_data(const ox::TensorProto& tp, const std::string& where,
-                               const FileContext& ctx, int64_t expected_bytes) {
+// Where the data of external tensor `tp` lie: its file (inside the model's folder, and
+// present), offset and length, checked against the file's size and the `expected_bytes`
+// its type and dims need. Nothing is read.
+StoredData locate_external_data(const ox::TensorProto& tp, const std::string& where,
+                                const FileContext& ctx, int64_t expected_bytes) {
+  if (auto it = ctx.in_file.find(tp.name()); it != ctx.in_file.end() &&
+                                             external_location(tp) == ctx.own_location) {
+    StoredData d = it->second;
+    d.where = where;
+    if (d.length != expected_bytes)
+      throw ModelError(where, "raw_data holds " + std::to_string(d.length) + " bytes; " +
+                                  elem_type_name(to_elem_type(tp.data_type())) +
+                                  " of these dims needs " + std::to_string(expected_bytes));
+    return d;
+  }
   int64_t offset = 0;
   std::optional<int64_t> length;
   for (const auto& kv : tp.external_data()) {
@@ -177,11 +204,24 @@ std::string read_external_data(const ox::TensorProto& tp, const std::string& whe
     throw ModelError(where, "external data file " + in_quotes(location) + " is too short: " +
                                 std::to_string(size) + " bytes, the tensor ends at byte " +
                                 std::to_string(offset + len));
-  std::ifstream in(full, std::ios::binary);
-  std::string bytes(static_cast<size_t>(len), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), len);
-  if (!in) throw ModelError(where, "external data file " + in_quotes(location) + " cannot be read");
+  return StoredData{full, offset, len, to_elem_type(tp.data_type()), where};
+}
+
+std::string read_stored_bytes(const StoredData& d) {
+  const std::string file = in_quotes(d.file.filename().string());
+  std::ifstream in(d.file, std::ios::binary);
+  if (!in) throw ModelError(d.where, "data file " + file + " cannot be opened");
+  in.seekg(0, std::ios::end);
+  const int64_t size = static_cast<int64_t>(in.tellg());
+  if (size < d.offset + d.length)
+    throw ModelError(d.where, "data file " + file + " is too short: " + std::to_string(size) +
+                                  " bytes, the tensor ends at byte " +
+                                  std::to_string(d.offset + d.length) +
+                                  " (the file changed since it was loaded)");
+  std::string bytes(static_cast<size_t>(d.length), '\0');
+  in.seekg(d.offset);
+  in.read(bytes.data(), d.length);
+  if (!in) throw ModelError(d.where, "data file " + file + " cannot be read");
   return bytes;
 }
 
@@ -210,7 +250,12 @@ Tensor decode_tensor(const ox::TensorProto& tp, const std::string& where, const 
   if (tp.has_segment()) throw ModelError(where, "segmented tensors are not supported");
   const int64_t bytes = n * static_cast<int64_t>(elem_size(t.type));
   if (tp.data_location() == ox::TensorProto::EXTERNAL) {
-    const std::string data = read_external_data(tp, where, ctx, bytes);
+    StoredData stored = locate_external_data(tp, where, ctx, bytes);
+    if (t.is_float() && n > kSmallFloatTensor) {
+      t.stored = std::make_shared<const StoredData>(std::move(stored));
+      return t;
+    }
+    const std::string data = read_stored_bytes(stored);
     decode_bytes(data.data(), n, t);
     return t;
   }
@@ -389,7 +434,7 @@ void encode_tensor(const Tensor& t, const std::string& name, bool with_data, ox:
   if (!with_data) return;
   std::string raw;
   raw.reserve(static_cast<size_t>(t.numel()) * elem_size(t.type));
-  for (double v : t.floats) {
+  for (double v : t.stored ? stored_floats(t) : t.floats) {
     switch (t.type) {
       case ElemType::Float: append_le(raw, static_cast<float>(v)); break;
       case ElemType::Double: append_le(raw, v); break;
@@ -518,6 +563,194 @@ ox::ModelProto encode_model(const Model& m, bool float_data) {
   return mp;
 }
 
+// --- single-file models: large raw_data stays in the file ----------------------------
+
+// The file mapped read-only: only the pages the wire walk touches are read.
+class MappedFile {
+ public:
+  explicit MappedFile(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw ModelError(path.string(), "cannot open the file");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw ModelError(path.string(), "not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ >= (size_t{2} << 30)) {
+      ::close(fd);
+      throw ModelError(path.string(),
+                       "the file is " + std::to_string(size_) + " bytes, 2 GiB or more: over "
+                       "protobuf's limit for one message, so an ONNX model that large keeps "
+                       "its weights in external data files");
+    }
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw ModelError(path.string(), "cannot read the file");
+      }
+      data_ = static_cast<const char*>(p);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_ ? data_ : ""; }
+  size_t size() const { return size_; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// raw_data of this many bytes or more is left in the model file.
+constexpr uint64_t kLeaveInFileBytes = uint64_t{1} << 16;
+
+// One field of a message in protobuf's wire format: [begin, end) spans tag and value;
+// for a length-delimited field `payload` holds its bytes.
+struct WireField {
+  uint64_t number = 0;
+  int wire_type = 0;
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  std::string_view payload;
+};
+
+bool read_varint(const char*& p, const char* end, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (p == end) return false;
+    const auto b = static_cast<uint8_t>(*p++);
+    v |= uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+void write_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// The next field at `p`, or false at the end of [p, end) or on bytes that are not the
+// wire format (protobuf then reports the file).
+bool next_field(const char*& p, const char* end, WireField& f) {
+  if (p == end) return false;
+  f.begin = p;
+  uint64_t tag = 0;
+  if (!read_varint(p, end, tag)) return false;
+  f.number = tag >> 3;
+  f.wire_type = static_cast<int>(tag & 7);
+  uint64_t v = 0;
+  switch (f.wire_type) {
+    case 0: if (!read_varint(p, end, v)) return false; break;
+    case 1: if (end - p < 8) return false; p += 8; break;
+    case 5: if (end - p < 4) return false; p += 4; break;
+    case 2:
+      if (!read_varint(p, end, v) || v > uint64_t(end - p)) return false;
+      f.payload = std::string_view(p, static_cast<size_t>(v));
+      p += v;
+      break;
+    default: return false;  // groups: not in ONNX
+  }
+  f.end = p;
+  return true;
+}
+
+void append_bytes_field(std::string& out, uint64_t number, std::string_view bytes) {
+  write_varint(out, number << 3 | 2);
+  write_varint(out, bytes.size());
+  out.append(bytes);
+}
+
+// The fields of one message, or nullopt when its bytes do not parse.
+std::optional<std::vector<WireField>> wire_fields(std::string_view msg) {
+  std::vector<WireField> fields;
+  const char* p = msg.data();
+  const char* end = p + msg.size();
+  WireField f;
+  while (next_field(p, end, f)) fields.push_back(f);
+  if (p != end) return std::nullopt;
+  return fields;
+}
+
+// TensorProto fields (onnx.proto): name 8, raw_data 9, external_data 13, data_location 14.
+// A tensor whose raw_data is large becomes external data at `location` (the model file),
+// its raw_data's offset in the file; `left` records it by name.
+std::optional<std::string> leave_raw_data(std::string_view tensor, const char* file_begin,
+                                          const std::string& location,
+                                          std::map<std::string, StoredData>& left) {
+  const auto fields = wire_fields(tensor);
+  if (!fields) return std::nullopt;
+  const WireField* raw = nullptr;
+  std::string name;
+  for (const WireField& f : *fields) {
+    if (f.number == 13 || f.number == 14) return std::nullopt;  // already external
+    if (f.number == 9 && f.wire_type == 2) raw = &f;
+    if (f.number == 8 && f.wire_type == 2) name = std::string(f.payload);
+  }
+  if (!raw || raw->payload.size() < kLeaveInFileBytes || left.count(name)) return std::nullopt;
+  std::string out;
+  for (const WireField& f : *fields)
+    if (&f != raw) out.append(f.begin, f.end);
+  const int64_t offset = raw->payload.data() - file_begin;
+  const int64_t length = static_cast<int64_t>(raw->payload.size());
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location},
+                                   {"offset", std::to_string(offset)},
+                                   {"length", std::to_string(length)}}) {
+    std::string entry;
+    append_bytes_field(entry, 1, key);
+    append_bytes_field(entry, 2, value);
+    append_bytes_field(out, 13, entry);
+  }
+  write_varint(out, 14 << 3 | 0);
+  write_varint(out, ox::TensorProto::EXTERNAL);
+  left[name] = StoredData{{}, offset, length, ElemType::Undefined, ""};
+  return out;
+}
+
+// The message with its length-delimited field `number` replaced by `rewrite(payload)`
+// where that gives a value; nullopt when nothing changed or the bytes do not parse.
+template <class Rewrite>
+std::optional<std::string> rewrite_fields(std::string_view msg, uint64_t number, Rewrite rewrite) {
+  const auto fields = wire_fields(msg);
+  if (!fields) return std::nullopt;
+  std::string out;
+  bool changed = false;
+  for (const WireField& f : *fields) {
+    std::optional<std::string> sub;
+    if (f.number == number && f.wire_type == 2) sub = rewrite(f.payload);
+    if (sub) {
+      append_bytes_field(out, number, *sub);
+      changed = true;
+    } else {
+      out.append(f.begin, f.end);
+    }
+  }
+  if (!changed) return std::nullopt;
+  return out;
+}
+
+// The model's bytes with the raw_data of every large initializer of the main graph
+// (ModelProto.graph 7, GraphProto.initializer 5) left in the file, or nullopt when there
+// is none (or the bytes are not a ModelProto: protobuf then says so).
+std::optional<std::string> strip_raw_data(const MappedFile& file, const std::string& location,
+                                          std::map<std::string, StoredData>& left) {
+  const std::string_view bytes(file.data(), file.size());
+  return rewrite_fields(bytes, 7, [&](std::string_view graph) {
+    return rewrite_fields(graph, 5, [&](std::string_view tensor) {
+      return leave_raw_data(tensor, file.data(), location, left);
+    });
+  });
+}
+
 // --- loading ---------------------------------------------------------------------------
 
 std::string read_file(const fs::path& path) {
@@ -533,6 +766,49 @@ std::string read_file(const fs::path& path) {
   in.read(bytes.data(), static_cast<std::streamsize>(size));
   if (!in) throw ModelError(path.string(), "cannot read the file");
   return bytes;
+}
+
+// A cycle among the main graph's nodes is refused naming them: ONNX's checker would
+// report it as a node out of topological order.
+void refuse_cycles(const ox::GraphProto& g, const std::string& file) {
+  const int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < n; ++k)
+    for (const auto& out : g.node(k).output())
+      if (!out.empty()) producer.emplace(out, k);
+  auto label = [&](int k) {
+    const auto& node = g.node(k);
+    return (node.name().empty() ? "#" + std::to_string(k) : in_quotes(node.name())) + " (" +
+           node.op_type() + ")";
+  };
+  // Iterative depth-first search over "reads the output of"; state 1: on the path.
+  std::vector<int> state(static_cast<size_t>(n), 0), path;
+  std::vector<int> next_input(static_cast<size_t>(n), 0);
+  for (int root = 0; root < n; ++root) {
+    if (state[root]) continue;
+    path.push_back(root);
+    state[root] = 1;
+    while (!path.empty()) {
+      const int k = path.back();
+      const auto& node = g.node(k);
+      if (next_input[k] == node.input_size()) {
+        state[k] = 2;
+        path.pop_back();
+        continue;
+      }
+      auto it = producer.find(node.input(next_input[k]++));
+      if (it == producer.end() || state[it->second] == 2) continue;
+      if (state[it->second] == 1) {
+        std::string cycle;
+        const auto from = std::find(path.begin(), path.end(), it->second);
+        for (auto p = from; p != path.end(); ++p) cycle += label(*p) + " reads ";
+        throw ModelError(file + ": node " + label(it->second),
+                         "the graph has a cycle: " + cycle + label(it->second));
+      }
+      state[it->second] = 1;
+      path.push_back(it->second);
+    }
+  }
 }
 
 // ONNX's check_model(ModelProto), with the schemas of opsets newer than this ONNX release
@@ -633,8 +909,7 @@ void run_shape_inference(ox::ModelProto& mp, const std::string& file) {
   }
 }
 
-Model decode_model(const ox::ModelProto& mp, const fs::path& path) {
-  const FileContext ctx{path.string(), path.parent_path().empty() ? fs::path(".") : path.parent_path()};
+Model decode_model(const ox::ModelProto& mp, const fs::path& path, const FileContext& ctx) {
   Model m;
   m.path = path;
   m.ir_version = mp.ir_version();
@@ -654,19 +929,50 @@ Model decode_model(const ox::ModelProto& mp, const fs::path& path) {
 
 Model load_onnx(const fs::path& path, const DimBindings& dims) {
   const std::string file = path.string();
-  const std::string bytes = read_file(path);
+  FileContext ctx{file, path.parent_path().empty() ? fs::path(".") : path.parent_path(), {},
+                  path.filename().string()};
   ox::ModelProto mp;
-  if (!ox::ParseProtoFromBytes(&mp, bytes.data(), bytes.size()))
-    throw ModelError(file, "not an ONNX model: the bytes do not parse as an ONNX ModelProto "
-                           "(truncated, or not ONNX)");
-  const fs::path model_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  {
+    const MappedFile mapped(path);
+    const std::optional<std::string> stripped = strip_raw_data(mapped, ctx.own_location, ctx.in_file);
+    const std::string_view bytes = stripped ? std::string_view(*stripped)
+                                            : std::string_view(mapped.data(), mapped.size());
+    if (!ox::ParseProtoFromBytes(&mp, bytes.data(), bytes.size()))
+      throw ModelError(file, "not an ONNX model: the bytes do not parse as an ONNX ModelProto "
+                             "(truncated, or not ONNX)");
+  }
+  for (auto& [name, stored] : ctx.in_file) stored.file = path;
+  for (const auto& t : mp.graph().initializer())
+    if (auto it = ctx.in_file.find(t.name()); it != ctx.in_file.end())
+      it->second.type = to_elem_type(t.data_type());
   // Before the checker, which looks for external data files: none may lie outside the
   // model's folder.
-  check_external_locations(mp.graph(), model_dir, file);
-  run_checker(mp, model_dir, file);
+  check_external_locations(mp.graph(), ctx.model_dir, file, ctx.in_file);
+  refuse_cycles(mp.graph(), file);
+  run_checker(mp, ctx.model_dir, file);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
-  return decode_model(mp, path);
+  return decode_model(mp, path, ctx);
+}
+
+std::vector<double> stored_floats(const Tensor& t) {
+  if (!t.stored) return t.floats;
+  const StoredData& d = *t.stored;
+  const std::string bytes = read_stored_bytes(d);
+  Tensor decoded;
+  decoded.type = t.type;
+  decode_bytes(bytes.data(), d.length / static_cast<int64_t>(elem_size(t.type)), decoded);
+  for (size_t k = 0; k < decoded.floats.size(); ++k)
+    if (!std::isfinite(decoded.floats[k]))
+      throw ModelError(d.where, "holds a non-finite value (" + std::to_string(decoded.floats[k]) +
+                                    ") at flat index " + std::to_string(k));
+  return std::move(decoded.floats);
+}
+
+void load_stored(Tensor& t) {
+  if (!t.stored) return;
+  t.floats = stored_floats(t);
+  t.stored.reset();
 }
 
 Tensor load_tensor_pb(const fs::path& path) {
@@ -674,8 +980,10 @@ Tensor load_tensor_pb(const fs::path& path) {
   ox::TensorProto tp;
   if (!ox::ParseProtoFromBytes(&tp, bytes.data(), bytes.size()))
     throw ModelError(path.string(), "not a serialized ONNX TensorProto");
-  const FileContext ctx{path.string(), path.parent_path()};
-  return decode_tensor(tp, path.string(), ctx);
+  const FileContext ctx{path.string(), path.parent_path(), {}, {}};
+  Tensor t = decode_tensor(tp, path.string(), ctx);
+  load_stored(t);
+  return t;
 }
 
 void save_onnx(const Model& model, const fs::path& path) {

@@ -289,6 +289,33 @@ TEST(DeferredLoad, ValuesAreMaterializedOnDemandOrRefusedLoudly) {
   EXPECT_THROW(bad.finalize(), InternalError);
 }
 
+// LoadOptions::defer_values (audit, fidelity): `init` params are not drawn until asked,
+// then give exactly the values a full load draws; unchanged, they are saved as `init`;
+// read_values reads without changing the param; the analysis runs without any value.
+TEST(DeferredLoad, DeferValuesLeavesInitParamsUndrawn) {
+  Dir d("defer_init");
+  const fs::path in = d.in / "init.json";
+  save_model(zoo::build_architecture("gpt2", small("gpt2")), in.string());
+  const Graph full = load_model(in.string());
+  LoadOptions options;
+  options.defer_values = true;
+  Graph g = load_model(in.string(), options);
+  ASSERT_EQ(g.params.size(), full.params.size());
+  for (const Param& p : g.params) {
+    EXPECT_TRUE(p.values_deferred) << p.name;
+    EXPECT_TRUE(p.values.empty()) << p.name;
+  }
+  EXPECT_EQ(detect_foldable(g, Mode::inference).fold, detect_foldable(full, Mode::inference).fold);
+  EXPECT_EQ(model_to_text(g, d.out.string()), model_to_text(full, d.out.string()));
+  EXPECT_EQ(read_values(g.params[0], g.base_dir), full.params[0].values);
+  EXPECT_TRUE(g.params[0].values_deferred);
+  materialize_all(g);
+  for (size_t k = 0; k < g.params.size(); ++k) {
+    EXPECT_FALSE(g.params[k].values_deferred);
+    EXPECT_EQ(g.params[k].values, full.params[k].values) << g.params[k].name;
+  }
+}
+
 // Writes a safetensors file holding one tensor of `dtype` with the given raw bytes.
 void write_raw(const fs::path& file, const std::string& dtype, uint64_t count, const std::string& data) {
   const std::string header = "{\"t\":{\"dtype\":\"" + dtype + "\",\"shape\":[" +

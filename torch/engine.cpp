@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/eval/evaluator.h"
+#include "core/model_json.h"
 #include "core/random.h"
 #include "torch/kernels/norm_kernels.h"
 
@@ -142,11 +143,10 @@ struct Engine::Impl {
 
   Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
     LNV_INTERNAL_ASSERT(graph.finalized(), "the torch engine needs a finalized graph");
-    for (const Param& p : graph.params) {
-      LNV_INTERNAL_ASSERT(!p.values_deferred, "the torch engine got param '" + p.name +
-                                                  "', whose values were not loaded (deferred)");
-      stored.push_back(from_doubles(p.shape, p.values, dt));
-    }
+    // A deferred param's values are read here, one param at a time, and not kept.
+    for (const Param& p : graph.params)
+      stored.push_back(p.values_deferred ? from_doubles(p.shape, read_values(p, graph.base_dir), dt)
+                                         : from_doubles(p.shape, p.values, dt));
     effective_cache.resize(graph.params.size());
     buffers.resize(graph.nodes.size());
     timing_slot.assign(graph.nodes.size(), -1);
@@ -222,11 +222,17 @@ struct Engine::Impl {
       if (p.center_axes.empty()) {
         c = stored[k];
       } else {
-        const at::Tensor d = from_doubles(p.shape, p.values, at::kDouble);
+        const at::Tensor d = param_doubles(p);
         c = centered(d, p.center_axes).to(dt).contiguous();
       }
     }
     return c;
+  }
+
+  // Param p's values in double (read from its source when deferred).
+  at::Tensor param_doubles(const Param& p) const {
+    if (!p.values_deferred) return from_doubles(p.shape, p.values, at::kDouble);
+    return from_doubles(p.shape, read_values(p, g->base_dir), at::kDouble);
   }
 
   // Param `name` read by attribute `attr` of node i (CBWC-centered when the node says so).
@@ -243,7 +249,7 @@ struct Engine::Impl {
     at::Tensor& c = read_cache[{i, key}];
     if (!c.defined()) {
       const Param& p = g->params[k];
-      at::Tensor d = from_doubles(p.shape, p.values, at::kDouble);
+      at::Tensor d = param_doubles(p);
       if (!p.center_axes.empty()) d = centered(d, p.center_axes);
       c = centered(d, {axis}).to(dt).contiguous();
     }

@@ -62,7 +62,8 @@ int threads();
 
 class Engine {
  public:
-  // `g` must be finalized and outlive the engine.
+  // `g` must be finalized and outlive the engine. Deferred params (values_deferred) are
+  // read from their source here, one at a time, into the engine's own tensors.
   explicit Engine(const Graph& g, EngineOptions options = {});
   ~Engine();
   Engine(Engine&&) noexcept;

@@ -75,16 +75,19 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
   rep.trials = opt.trials;
   rep.trials_f64 = opt.trials_f64;
 
-  Engine orig32(original, {Precision::f32}), fold32(folded, {Precision::f32});
-  Engine orig64(original, {Precision::f64}), fold64(folded, {Precision::f64});
+  // Two phases, so that at most three models' weights are held at once (float64 takes
+  // twice float32's memory): float32 against float32 (and the float64 original, for the
+  // noise), then float64 against float64.
+  Engine orig64(original, {Precision::f64});
   Diff f32, noise, f64out, f64grad;
-  const int trials = std::max(opt.trials, opt.trials_f64);
-  for (int t = 0; t < trials; ++t) {
-    if (opt.progress && t > 0) opt.progress(t, trials);
-    const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
-    const RunOptions run{opt.mode, seed};
-    const auto inputs = eval::random_inputs<double>(original, seed);
-    if (t < opt.trials) {
+  const int steps = opt.trials + opt.trials_f64;  // for the progress callback
+  {
+    Engine orig32(original, {Precision::f32}), fold32(folded, {Precision::f32});
+    for (int t = 0; t < opt.trials; ++t) {
+      if (opt.progress && t > 0) opt.progress(t, steps);
+      const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
+      const RunOptions run{opt.mode, seed};
+      const auto inputs = eval::random_inputs<double>(original, seed);
       const auto a = orig32.forward(inputs, run);
       const auto b = fold32.forward(inputs, run);
       for (size_t k = 0; k < a.size(); ++k) widen(f32, diff(a[k], b[k]));
@@ -96,7 +99,13 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
         for (size_t k = 0; k < a.size(); ++k) widen(noise, diff(exact[k], a[k]));
       }
     }
-    if (t >= opt.trials_f64) continue;
+  }
+  Engine fold64(folded, {Precision::f64});
+  for (int t = 0; t < opt.trials_f64; ++t) {
+    if (opt.progress) opt.progress(opt.trials + t, steps);
+    const uint64_t seed = opt.seed + static_cast<uint64_t>(t);
+    const RunOptions run{opt.mode, seed};
+    const auto inputs = eval::random_inputs<double>(original, seed);
     if (opt.mode == Mode::inference) {
       const auto a = orig64.forward(inputs, run);
       const auto b = fold64.forward(inputs, run);
@@ -128,7 +137,7 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
     }
     widen(f64grad, {delta, scale > 0 ? delta / scale : delta});
   }
-  if (opt.progress) opt.progress(trials, trials);
+  if (opt.progress) opt.progress(steps, steps);
   rep.f32_max_abs = f32.abs, rep.f32_max_rel = f32.rel;
   rep.f32_noise_abs = noise.abs, rep.f32_noise_rel = noise.rel;
   rep.f64_output_rel = f64out.rel;
@@ -138,9 +147,7 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
 }
 
 void to_json(nlohmann::json& j, const FidelityReport& r) {
-  j = {{"format", "lnverify.fidelity"},
-       {"version", 1},
-       {"model", r.model},
+  j = {{"model", r.model},
        {"mode", mode_name(r.mode)},
        {"layer_norms", r.layer_norms},
        {"folded", r.folded},

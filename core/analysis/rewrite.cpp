@@ -204,6 +204,7 @@ class Rewriter {
     // only a second centering needs its values now. A removed one needs none.
     if (p.values_deferred && c.remove) {
       p.values_deferred = false;
+      p.lazy.reset();
       p.center_axes.clear();
       p.values.assign(static_cast<size_t>(numel(p.shape)), 0.0);
       p.source = ParamSource::data;

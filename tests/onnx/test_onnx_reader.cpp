@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -176,6 +177,83 @@ TEST_F(OnnxReader, ReadsExternalDataBesideTheModel) {
   write_bytes(std::string(8, 'x') + float_bytes({1.f, 2.f, 4.f}), "weights.bin");
   const Model model = load_onnx(write(m));
   EXPECT_EQ(model.graph.initializer("w")->value.floats, (std::vector<double>{1, 2, 4}));
+}
+
+// A large float initializer is left in its file (raw_data of a single-file model, or
+// external data) until it is read, and reads back the values written; a small one, and
+// an integer one, are decoded on load.
+TEST_F(OnnxReader, LargeFloatInitializersAreReadWhenNeeded) {
+  std::vector<float> big(20000);  // 80 kB: over the 64 KiB left in the file
+  for (size_t k = 0; k < big.size(); ++k) big[k] = 0.25f * static_cast<float>(k) - 7.0f;
+  const std::vector<double> expected(big.begin(), big.end());
+  {  // one file: raw_data of 80000 bytes stays out of protobuf
+    ox::ModelProto m = identity_model();
+    add_weight(m, {20000})->set_raw_data(float_bytes(big));
+    const Model model = load_onnx(write(m));
+    const Tensor& w = model.graph.initializer("w")->value;
+    ASSERT_TRUE(w.stored);
+    EXPECT_TRUE(w.floats.empty());
+    EXPECT_EQ(w.stored->file.filename(), "m.onnx");
+    EXPECT_EQ(stored_floats(w), expected);
+  }
+  {  // external data
+    ox::ModelProto m = identity_model();
+    auto* w = add_weight(m, {20000});
+    w->set_data_location(ox::TensorProto::EXTERNAL);
+    auto* e = w->add_external_data();
+    e->set_key("location");
+    e->set_value("weights.bin");
+    write_bytes(float_bytes(big), "weights.bin");
+    const Model model = load_onnx(write(m));
+    Tensor t = model.graph.initializer("w")->value;
+    ASSERT_TRUE(t.stored);
+    load_stored(t);
+    EXPECT_FALSE(t.stored);
+    EXPECT_EQ(t.floats, expected);
+    // Changed after loading: reading it names the initializer.
+    write_bytes(float_bytes({1.f}), "weights.bin");
+    try {
+      stored_floats(model.graph.initializer("w")->value);
+      ADD_FAILURE() << "a truncated data file was read";
+    } catch (const lnv::ModelError& err) {
+      EXPECT_CONTAINS(err.what(), "initializer 'w'");
+      EXPECT_CONTAINS(err.what(), "is too short");
+    }
+  }
+  {  // small: decoded on load
+    ox::ModelProto m = identity_model();
+    add_weight(m, {3})->set_raw_data(float_bytes({1.f, 2.f, 4.f}));
+    const Model model = load_onnx(write(m));
+    EXPECT_FALSE(model.graph.initializer("w")->value.stored);
+    EXPECT_EQ(model.graph.initializer("w")->value.floats, (std::vector<double>{1, 2, 4}));
+  }
+  {  // a NaN is found when the values are read, naming the initializer
+    ox::ModelProto m = identity_model();
+    big[4321] = std::nanf("");
+    add_weight(m, {20000})->set_raw_data(float_bytes(big));
+    const Model model = load_onnx(write(m));
+    try {
+      stored_floats(model.graph.initializer("w")->value);
+      ADD_FAILURE() << "a NaN was read";
+    } catch (const lnv::ModelError& err) {
+      EXPECT_CONTAINS(err.what(), "m.onnx: initializer 'w': holds a non-finite value (nan) at flat index 4321");
+    }
+  }
+}
+
+// A cycle is refused naming the nodes around it, before ONNX's checker (which would call
+// it a node out of order).
+TEST_F(OnnxReader, ACycleIsRefusedNamingItsNodes) {
+  ox::ModelProto m = identity_model();
+  auto* g = m.mutable_graph();
+  g->mutable_node(0)->set_input(0, "b");  // id: y = Identity(b)
+  auto* a = g->add_node();
+  a->set_name("a");
+  a->set_op_type("Relu");
+  a->add_input("y");
+  a->add_output("b");
+  EXPECT_CONTAINS(load_error(write(m)),
+                  "node 'id' (Identity): the graph has a cycle: 'id' (Identity) reads 'a' (Relu) reads 'id' (Identity)");
 }
 
 TEST_F(OnnxReader, RefusesExternalDataOutsideTheFolderMissingOrShort) {

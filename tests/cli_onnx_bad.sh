@@ -1,0 +1,153 @@
+#!/bin/bash
+# Bad ONNX input: each case exits 2 with a message naming the node, initializer or file,
+# and `import` and `fold` write nothing. The bad files are built here, with ONNX's Python
+# helper and by byte surgery on a good one.
+source "$(dirname "$0")/cli_lib.sh"
+
+/usr/bin/python3 - "$T" <<'PY' || { bad "building the bad models"; finish; exit 1; }
+import os, sys
+import numpy as np
+from onnx import helper as h, numpy_helper, TensorProto as TP
+
+out = sys.argv[1]
+os.makedirs(os.path.join(out, "sub"), exist_ok=True)
+rng = np.random.default_rng(0)
+W = rng.standard_normal((64, 512)).astype(np.float32)  # 32768 values: left in its file
+G = (1 + 0.1 * rng.standard_normal(512)).astype(np.float32)
+B = (0.1 * rng.standard_normal(512)).astype(np.float32)
+
+
+def tensor(name, a, raw=True):
+    t = numpy_helper.from_array(a, name)
+    if not raw:
+        t = h.make_tensor(name, TP.FLOAT, a.shape, a.flatten().tolist())
+    return t
+
+
+def save(name, nodes, inits, opsets=(("", 17),), inputs=None):
+    g = h.make_graph(nodes, "g", inputs or [h.make_tensor_value_info("x", TP.FLOAT, [2, 64])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2, 512])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid(d, v) for d, v in opsets])
+    m.ir_version = 8
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+def good_nodes(mm_inputs=("x", "w")):
+    return [h.make_node("MatMul", list(mm_inputs), ["h"], name="proj"),
+            h.make_node("LayerNormalization", ["h", "ln.weight", "ln.bias"], ["y"], name="ln", axis=-1)]
+
+
+def inits(w=W, g=G, b=B):
+    return [tensor("w", w), tensor("ln.weight", g), tensor("ln.bias", b)]
+
+
+save("good.onnx", good_nodes(), inits())
+# A cycle: proj reads the LayerNorm's output, which reads proj's.
+save("cycle.onnx", [h.make_node("Add", ["x2", "y"], ["h0"], name="loop_add"),
+                    h.make_node("MatMul", ["h0", "w"], ["h"], name="proj"),
+                    h.make_node("LayerNormalization", ["h", "ln.weight", "ln.bias"], ["y"], name="ln")],
+     inits(), inputs=[h.make_tensor_value_info("x2", TP.FLOAT, [2, 64])])
+save("missing_input.onnx", good_nodes(("x", "nowhere")), inits())
+save("missing_initializer.onnx", good_nodes(), [tensor("w", W), tensor("ln.bias", B)])
+short_raw = tensor("w", W)
+short_raw.raw_data = short_raw.raw_data[:-4]
+save("short_raw_large.onnx", good_nodes(), [short_raw, tensor("ln.weight", G), tensor("ln.bias", B)])
+short_small = tensor("ln.weight", G)
+short_small.raw_data = short_small.raw_data[:-4]
+save("short_raw_small.onnx", good_nodes(), [tensor("w", W), short_small, tensor("ln.bias", B)])
+short_typed = tensor("ln.bias", B, raw=False)
+del short_typed.float_data[-1]
+save("short_typed.onnx", good_nodes(), [tensor("w", W), tensor("ln.weight", G), short_typed])
+
+
+def external(name, location, length=None):
+    t = TP()
+    t.name, t.data_type = "w", TP.FLOAT
+    t.dims.extend(W.shape)
+    t.data_location = TP.EXTERNAL
+    entries = [("location", location)] + ([("length", str(length))] if length else [])
+    for k, v in entries:
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    save(name, good_nodes(), [t, tensor("ln.weight", G), tensor("ln.bias", B)])
+
+
+with open(os.path.join(out, "short.bin"), "wb") as f:
+    f.write(W.tobytes()[:1000])
+with open(os.path.join(out, "outside.bin"), "wb") as f:
+    f.write(W.tobytes())
+external("sub/external_missing.onnx", "absent.bin")
+external("external_short.onnx", "short.bin")
+external("external_short_length.onnx", "short.bin", W.nbytes)
+external("sub/external_parent.onnx", "../outside.bin")
+external("sub/external_absolute.onnx", os.path.join(out, "outside.bin"))
+save("unknown_domain.onnx", [h.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+                             h.make_node("FancyNorm", ["h"], ["y"], name="fancy", domain="com.example")],
+     inits())
+nan_w = W.copy()
+nan_w[3, 7] = np.nan
+save("nan_large.onnx", good_nodes(), inits(w=nan_w))
+inf_g = G.copy()
+inf_g[5] = np.inf
+save("inf_norm_weight.onnx", good_nodes(), inits(g=inf_g))
+PY
+
+run "the good model imports" 0 "$LNV" import "$T/good.onnx" -o "$T/good.json"
+
+# bad NAME FILE PATTERN: import and fold exit 2 naming PATTERN and write nothing; audit
+# exits 2 too.
+refused() {
+  local name="$1" file="$2" pattern="$3"
+  run "$name: import" 2 "$LNV" import "$file" -o "$T/o.json"
+  has "$name: names it" "$pattern"
+  absent "$name: import writes nothing" "$T/o.json"
+  run "$name: fold" 2 "$LNV" fold "$file" -o "$T/f.json"
+  absent "$name: fold writes nothing" "$T/f.json"
+  run "$name: audit" 2 "$LNV" audit "$file"
+}
+
+head -c 3000 "$T/good.onnx" > "$T/truncated.onnx"
+refused "truncated" "$T/truncated.onnx" "truncated\.onnx: not an ONNX model"
+printf 'PK\003\004 not onnx' > "$T/foreign.onnx"
+refused "non-ONNX bytes" "$T/foreign.onnx" "foreign\.onnx: not an ONNX model"
+refused "cycle" "$T/cycle.onnx" \
+  "node 'loop_add' \(Add\): the graph has a cycle: 'loop_add' \(Add\) reads 'ln' \(LayerNormalization\) reads 'proj' \(MatMul\) reads 'loop_add' \(Add\)"
+# ONNX's checker finds these; its message spans lines: the value, then the node.
+refused "a node input missing" "$T/missing_input.onnx" "input 'nowhere' of node"
+has "a node input missing: names the node" "name: proj OpType: MatMul"
+refused "an initializer missing" "$T/missing_initializer.onnx" "input 'ln.weight' of node"
+has "an initializer missing: names the node" "name: ln OpType: LayerNormalization"
+refused "short raw_data (left in the file)" "$T/short_raw_large.onnx" \
+  "initializer 'w': raw_data holds 131068 bytes; FLOAT of these dims needs 131072"
+refused "short raw_data (small)" "$T/short_raw_small.onnx" \
+  "initializer 'ln.weight': raw_data holds 2044 bytes; FLOAT of these dims needs 2048"
+refused "short float_data" "$T/short_typed.onnx" \
+  "initializer 'ln.bias': float_data holds 511 values; the dims need 512"
+refused "external data file missing" "$T/sub/external_missing.onnx" "tensor name: w\) should be stored in .*absent\.bin"
+refused "external data file too short" "$T/external_short.onnx" \
+  "initializer 'w': external data holds 1000 bytes; the tensor's type and dims need 131072"
+refused "external data length past the file's end" "$T/external_short_length.onnx" \
+  "initializer 'w': external data file 'short\.bin' is too short"
+refused "external data in ../" "$T/sub/external_parent.onnx" \
+  "initializer 'w': external data location '\.\./outside\.bin' is outside the model's folder; refused"
+refused "external data at an absolute path" "$T/sub/external_absolute.onnx" \
+  "initializer 'w': external data location '/.*outside\.bin' is outside the model's folder; refused"
+refused "unknown domain" "$T/unknown_domain.onnx" "com\.example"
+refused "Inf in a LayerNorm weight" "$T/inf_norm_weight.onnx" "initializer 'ln\.weight' holds a non-finite value"
+
+# Over 2 GiB without external data: refused from the file's size, before anything is
+# read (a sparse file: nothing is written to disk).
+truncate -s 2G "$T/huge.onnx"
+refused "a 2 GiB file" "$T/huge.onnx" "huge\.onnx: the file is 2147483648 bytes, 2 GiB or more: over protobuf's limit"
+
+# A NaN in a weight the analysis does not read (the MatMul's): audit never reads it;
+# every command that evaluates or writes the weights refuses it, naming it.
+run "NaN in a weight the analysis does not read: audit" 0 "$LNV" audit "$T/nan_large.onnx"
+run "NaN in a weight: import" 2 "$LNV" import "$T/nan_large.onnx" -o "$T/o.json"
+has "NaN in a weight: import names it" "nan_large\.onnx: initializer 'w': holds a non-finite value \(nan\) at flat index 1543"
+absent "NaN in a weight: import writes nothing" "$T/o.json"
+run "NaN in a weight: check" 2 "$LNV" check "$T/nan_large.onnx"
+has "NaN in a weight: check names it" "initializer 'w': holds a non-finite value"
+
+finish
