@@ -168,6 +168,19 @@ class Exporter {
     return name;
   }
 
+  std::string bools(const std::string& base, const std::string& what, const Shape& shape,
+                    const std::vector<int64_t>& v) {
+    auto* t = gp_->add_initializer();
+    const std::string name = fresh(base + "." + what);
+    t->set_name(name);
+    t->set_data_type(ox::TensorProto::BOOL);
+    for (int64_t d : shape) t->add_dims(d);
+    std::string raw(v.size(), '\0');
+    for (size_t k = 0; k < v.size(); ++k) raw[k] = v[k] != 0 ? 1 : 0;
+    t->set_raw_data(std::move(raw));
+    return name;
+  }
+
   // The initializer holding param `name` as a node reads it: its effective values, centered
   // over `axis` of its shape for a cbwc producer (a copy `<name>.cbwc`), transposed (a 2-D
   // weight, for MatMul: `<name>.transposed`).
@@ -335,7 +348,8 @@ class Exporter {
         attr_i(np, "keepdims", n.keepdims ? 1 : 0);
         return;
       }
-      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: return export_shape_op(n, i);
+      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat:
+        return export_shape_op(n, i);
       case Op::center: {
         ox::NodeProto* np = nullptr;
         const std::string x = value(n.inputs[0]);
@@ -353,10 +367,8 @@ class Exporter {
         throw ModelError(where(n), "cannot be exported: it stands for the source op '" + n.op_type +
                                        "', which lnverify does not model, so there is nothing to "
                                        "write in its place");
-      // An op added to core/ops.def after this exporter: the build stays green and the
-      // export names it (test_onnx_export fails on the golden model that uses it).
-      default:
-        throw ModelError(where(n), "ONNX export does not know this op yet");
+      case Op::expand: case Op::pad: case Op::where: return export_shape_op(n, i);
+      case Op::kCount: break;
     }
   }
 
@@ -564,6 +576,20 @@ class Exporter {
         attr_i(np, "axis", n.axis);
         return;
       }
+      case Op::expand:
+        emit("Expand", n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
+        return;
+      case Op::pad:
+        // Pad-13, mode "constant" (the default): pads as an int64 input, the fill value as a
+        // scalar of the data's type.
+        emit("Pad", n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)},
+             n.name);
+        return;
+      case Op::where:
+        emit("Where", n.name, {bools(n.name, "condition", n.condition_shape, n.condition), x,
+                               value(n.inputs[1])},
+             n.name);
+        return;
       default: LNV_INTERNAL_ASSERT(false, "export_shape_op: not a shape op");
     }
   }

@@ -15,11 +15,11 @@ dims_of() {  # the --dim bindings of an export: batch=2 and any other symbol (se
     if [ "$s" = batch ]; then printf -- "--dim batch=2 "; else printf -- "--dim %s=8 " "$s"; fi
   done
 }
-# Exports whose evaluation needs an op model.json lacks (Where: GPT-2's causal mask; Pad:
-# Swin's windows; an Add of a -inf mask: the pre-norm encoder's causal mask) are inconclusive, naming the op, until the op table has them; then they
-# must be equal like the others and this list is emptied.
+# Exports whose evaluation needs an op model.json lacks (an Add of a -inf mask: the
+# pre-norm encoder's causal mask) are inconclusive, naming the op, until the op table has
+# them; then they must be equal like the others and this list is emptied.
 opaque_op_of() {
-  case "$1" in gpt2_tiny*) echo Where ;; swin_tiny*) echo Pad ;; prenorm_lm_tiny*) echo Add ;; *) echo "" ;; esac
+  case "$1" in prenorm_lm_tiny*) echo Add ;; *) echo "" ;; esac
 }
 # equal_or_opaque NAME A B DIMS: A and B equal, or inconclusive naming the opaque op.
 equal_or_opaque() {

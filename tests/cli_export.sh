@@ -67,7 +67,7 @@ for g in unary_imported_ops vit_patch_embed max_after_feature_mul center_absorbs
          conv1d_channels_first conv2d_channels_last dead_end_branch div_by_shifted \
          gate_from_shifted matmul_attention_v matmul_transpose_b prenorm_swiglu_block \
          rms_norm_in_path rnn_input_shifted rnn_norm scale_producer slice_axes \
-         norm_over_wider_axes; do
+         norm_over_wider_axes expand_broadcast pad_axes where_mask; do
   models+=("$ROOT/tests/golden/$g.json")
 done
 "$LNV" zoo rnnlm --layers 2 --hidden 16 --seq 6 --vocab 20 --batch 2 -o "$T/zoo_rnnlm.json" > /dev/null &&

@@ -31,14 +31,14 @@ has "ViT: every fold and the plan hold at 257 bits" "result: holds \(6 hold, 0 f
 # (4 forced folds each, one trial, to keep the test short).
 C="$ROOT/tests/data/onnx/convnext_tiny_opset14.onnx"
 run "check of torchvision's ConvNeXt export" 0 "$LNV" check "$C" --dim batch=2 --trials 1 --forced-folds 4
-has "ConvNeXt: the stem's LayerNorm2d fold is exact" "holds +ln_exact /features/features.0/features.0.1/LayerNormalization"
-has "ConvNeXt: the classifier's LN is a tight no" "holds +ln_tight /classifier/classifier.0/LayerNormalization"
+has "ConvNeXt: the stem's LayerNorm2d fold is exact" "holds +ln_exact +/features/features.0/features.0.1/LayerNormalization"
+has "ConvNeXt: the classifier's LN is a tight no" "holds +ln_tight +/classifier/classifier.0/LayerNormalization"
 has "ConvNeXt: 1 fold, 6 tight, the plan" "result: holds \(8 hold, 0 fail, 0 inconclusive\)"
 # A post-norm nn.TransformerEncoder (BERT-shaped): the embedding LN folds, the 4 encoder
 # norms are tight "no"s.
 B="$ROOT/tests/data/onnx/bert_tiny_opset14.onnx"
 run "check of the post-norm nn.TransformerEncoder export" 0 "$LNV" check "$B" --dim batch=2 --dim seq=8 --trials 1 --forced-folds 4
-has "post-norm: the embedding LN fold is exact" "holds +ln_exact /emb_norm/LayerNormalization"
+has "post-norm: the embedding LN fold is exact" "holds +ln_exact +/emb_norm/LayerNormalization"
 has "post-norm: 1 fold, 4 tight, the plan" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
 
 # --- import ------------------------------------------------------------------------------

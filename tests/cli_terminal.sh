@@ -51,7 +51,7 @@ has "fuzz TTY: a progress bar" "fuzz \[[=> ]+\] [0-9]+/3 cases"
 lacks "fuzz without a TTY: no bar" "ETA"
 if "$LNV" fidelity --help > /dev/null 2>&1; then
   tty "fidelity on a TTY" 0 "'$LNV' fidelity '$M' --trials 3"
-  has "fidelity TTY: a progress bar" "fidelity \[[=> ]+\] [0-9]+/3 trials"
+  has "fidelity TTY: a progress bar" "fidelity \[[=> ]+\] [0-9]+/[0-9]+ trials"
   tty "bench on a TTY" 0 "'$LNV' bench --zoo gpt2 --layers 1 --hidden 16 --heads 2 --vocab 20 --seq 4 --repeats 3 --no-kernels"
   has "bench TTY: a progress bar" "model gpt2 \[[=> ]+\] [0-9]+/3 forward pairs"
 else
