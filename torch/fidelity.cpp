@@ -147,7 +147,9 @@ FidelityReport measure_fidelity(const Graph& original, const Graph& folded,
 }
 
 void to_json(nlohmann::json& j, const FidelityReport& r) {
-  j = {{"model", r.model},
+  j = {{"format", "lnverify.fidelity"},
+       {"version", 1},
+       {"model", r.model},
        {"mode", mode_name(r.mode)},
        {"layer_norms", r.layer_norms},
        {"folded", r.folded},
