@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "core/shape.h"
 #include "onnx/import_context.h"
 
@@ -323,7 +324,7 @@ class Matcher {
     try {
       masked.name = sn.name;  // the mask broadcasts and keeps a position per row
       infer_shape(lnv::Graph{}, masked, {xs});
-    } catch (const ModelError&) {
+    } catch (const lnv::ModelError&) {
       return;
     }
     Nodes path{size_t(a)};
