@@ -322,7 +322,7 @@ class Matcher {
     masked.op = Op::softmax;
     masked.axis = axis;
     try {
-      masked.name = sn.name;  // the mask broadcasts and keeps a position per row
+      masked.name = sn.name, masked.inputs = {*x};  // the mask broadcasts, keeps a position per row
       infer_shape(lnv::Graph{}, masked, {xs});
     } catch (const lnv::ModelError&) {
       return;
