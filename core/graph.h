@@ -116,7 +116,7 @@ struct Node {
   // pad: ONNX's pads (every axis' begin count, then every axis' end count) and fill value
   std::vector<int64_t> pads;
   double value = 0.0;
-  // where: the constant condition (0 or 1 per element, row-major) and its shape
+  // where, softmax: the constant condition (0 or 1 per element, row-major) and its shape
   std::vector<int64_t> condition;
   Shape condition_shape;
   // conv: one entry (applies to every spatial axis) or one per spatial axis.
@@ -222,6 +222,11 @@ std::vector<PadAxis> pad_layout(const Node& n, const Shape& in, const std::strin
 // Checks a where node's condition: `condition_shape` is a shape of at most 2^31 elements and
 // `condition` holds one 0 or 1 per element. Throws ModelError at `where`.
 void check_where_condition(const Node& n, const std::string& where);
+// Whether softmax node `n` has a mask (a condition: the positions it keeps; the others get
+// probability 0, as an additive mask of -inf gives them).
+inline bool is_masked_softmax(const Node& n) {
+  return n.op == Op::softmax && !(n.condition.empty() && n.condition_shape.empty());
+}
 
 // Effective value of a param: its values, centered over `center_axes` when set.
 std::vector<double> effective_values(const Param& p);

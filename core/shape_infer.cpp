@@ -81,9 +81,7 @@ class Rules {
         if (std::isinf(n_.min) && std::isinf(n_.max))
           fail("", "clip without min and max is the identity: expected at least one bound");
         return in_[0];
-      case Op::softmax:
-        normalize_axis(n_.axis, rank(0), where_ + "/axis");
-        return in_[0];
+      case Op::softmax: return softmax();
       case Op::mean:
       case Op::max: return reduce();
       case Op::transpose: return transpose();
@@ -126,6 +124,31 @@ class Rules {
   }
 
   int64_t rank(size_t k) const { return static_cast<int64_t>(in_[k].size()); }
+
+  // A softmax's mask (a condition, as where's) broadcasts to its input without enlarging
+  // it, and keeps at least one position of every row: the softmax of a row with nothing
+  // kept is 0/0.
+  Shape softmax() const {
+    const int64_t axis = normalize_axis(n_.axis, rank(0), where_ + "/axis");
+    if (!is_masked_softmax(n_)) return in_[0];
+    check_where_condition(n_, where_);
+    if (broadcast_shapes(n_.condition_shape, in_[0], where_ + "/condition_shape") != in_[0])
+      fail("/condition_shape", "the mask " + to_string(n_.condition_shape) +
+                                   " does not broadcast to the input " + to_string(in_[0]));
+    const Shape& cs = n_.condition_shape;
+    const int64_t ca = axis - (rank(0) - int64_t(cs.size()));  // the axis in the mask
+    const std::vector<int64_t> st = strides_of(cs);
+    const int64_t len = ca >= 0 ? cs[size_t(ca)] : 1, step = ca >= 0 ? st[size_t(ca)] : 1;
+    for (size_t i = 0; i < n_.condition.size(); ++i) {
+      if (ca >= 0 && (int64_t(i) / step) % len != 0) continue;  // one row start each
+      bool kept = false;
+      for (int64_t j = 0; j < len && !kept; ++j) kept = n_.condition[size_t(int64_t(i) + j * step)] != 0;
+      if (!kept)
+        fail("/condition", "the mask keeps no position of the row starting at element " +
+                               std::to_string(i) + ": a softmax over no position is undefined");
+    }
+    return in_[0];
+  }
 
   std::string input_desc(size_t k) const {
     return "input '" + n_.inputs[k] + "' of shape " + to_string(in_[k]);

@@ -389,6 +389,12 @@ class Builder {
         if (!wide(v, {axis})) return linear(v, c);
         Node n = node(Op::softmax, {v.name});
         n.axis = axis;
+        if (c[1] & 2) {  // masked along its axis; position 0 is always kept
+          const int64_t d = v.shape[size_t(axis)];
+          n.condition_shape = {d};
+          n.condition_shape.insert(n.condition_shape.end(), size_t(v.rank() - 1 - axis), 1);
+          for (int64_t i = 0; i < d; ++i) n.condition.push_back((i * (c[2] % 3 + 1)) % 3 != 1 ? 1 : 0);
+        }
         return emit(std::move(n), v.feat);
       }
       case 9: {
@@ -854,6 +860,7 @@ std::string describe(const Graph& g) {
     if (!n.axes.empty()) os << " axes=" << to_string(n.axes);
     if (n.op == Op::conv1d || n.op == Op::conv2d) os << " groups=" << n.groups;
     if (n.op == Op::concat || n.op == Op::softmax) os << " axis=" << n.axis;
+    if (is_masked_softmax(n)) os << " masked";
     if (n.op == Op::dropout) os << " p=" << n.p;
     if (n.op == Op::scale) os << " factor=" << n.factor;
     if (n.op == Op::transpose) os << " perm=" << to_string(n.perm);

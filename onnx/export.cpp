@@ -133,14 +133,15 @@ class Exporter {
   }
 
   std::string float_init(const std::string& name, const Shape& s, const std::vector<double>& v,
-                         const std::string& what) {
+                         const std::string& what, bool minus_inf_ok = false) {
     auto* t = gp_->add_initializer();
     t->set_name(name);
     t->set_data_type(ox::TensorProto::FLOAT);
     for (int64_t d : s) t->add_dims(d);
     std::string raw(v.size() * sizeof(float), '\0');
     for (size_t i = 0; i < v.size(); ++i) {
-      if (std::fabs(v[i]) > double(std::numeric_limits<float>::max()))
+      if (std::fabs(v[i]) > double(std::numeric_limits<float>::max()) &&
+          !(minus_inf_ok && v[i] == -std::numeric_limits<double>::infinity()))
         throw ModelError(what, "value " + std::to_string(v[i]) + " at flat index " + std::to_string(i) +
                                    " is beyond float32's range; ONNX export writes float32");
       const float f = static_cast<float>(v[i]);
@@ -337,7 +338,14 @@ class Exporter {
       case Op::clip: return export_unary(n);
       case Op::softmax: {
         ox::NodeProto* np = nullptr;
-        emit("Softmax", n.name, {value(n.inputs[0])}, n.name, &np);
+        std::string x = value(n.inputs[0]);
+        if (is_masked_softmax(n)) {  // + a constant of 0 and -inf: imported back as this mask
+          std::vector<double> m;
+          for (int64_t c : n.condition) m.push_back(c != 0 ? 0.0 : -std::numeric_limits<double>::infinity());
+          x = step("Add", n.name, "masked", {x, float_init(fresh(n.name + ".mask"), n.condition_shape, m,
+                                                             where(n), true)});
+        }
+        emit("Softmax", n.name, {x}, n.name, &np);
         attr_i(np, "axis", n.axis);
         return;
       }

@@ -8,7 +8,9 @@
 // spelling that matches in part is not a norm: its nodes are mapped one by one.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "core/error.h"
 #include "core/shape.h"
 #include "onnx/import_context.h"
 
@@ -35,6 +37,7 @@ class Matcher {
         try_norm_op(i);
       if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);
       if (is(i, "Erf")) try_gelu(i);
+      if (is(i, "Softmax")) try_masked_softmax(i);
     }
     return std::move(matches_);
   }
@@ -279,6 +282,64 @@ class Matcher {
     norm.out = nodes_[*div].outputs[0];
     affine_tail(norm);
     add(std::move(norm), "RMSNormalization");
+  }
+
+  // Softmax(x + M) with M a constant of 0 and -inf (nn.MultiheadAttention's additive
+  // causal mask) read by the softmax alone: a softmax masked where M is -inf, which is
+  // exact where M itself is not a finite param. M must not enlarge x, and every row must
+  // keep a position (ONNX gives NaN for a row of -inf; that Add stays opaque). Before
+  // opset 13 only a softmax over the last axis matches (the flattening one is not a
+  // masked softmax over one axis).
+  void try_masked_softmax(size_t s) {
+    const auto& sn = nodes_[s];
+    const int a = im_.producer(root(sn.inputs[0]));
+    if (a < 0 || !is(size_t(a), "Add")) return;
+    const auto& an = nodes_[size_t(a)];
+    std::optional<std::string> x;
+    const Initializer* m = nullptr;
+    for (int k = 0; k < 2 && !m; ++k) {
+      const Initializer* c = im_.constant(root(an.inputs[size_t(k)]));
+      if (c && c->value.is_float() && !c->value.stored) m = c, x = root(an.inputs[size_t(1 - k)]);
+    }
+    if (!m || !im_.is_float_value(*x) || !im_.has_shape(*x) || !im_.has_shape(an.outputs[0])) return;
+    const std::vector<int64_t>& xs = im_.shape(*x);
+    if (xs != im_.shape(an.outputs[0]) || m->value.dims.size() > xs.size()) return;
+    lnv::Node masked;
+    masked.condition_shape = m->value.dims;
+    bool any_masked = false;
+    for (double v : m->value.floats) {
+      if (v != 0.0 && v != -std::numeric_limits<double>::infinity()) return;
+      any_masked = any_masked || v != 0.0;
+      masked.condition.push_back(v == 0.0 ? 1 : 0);
+    }
+    if (!any_masked) return;
+    const int64_t rank = int64_t(xs.size());
+    const bool flattening = im_.model().opset("") < 13;
+    int64_t axis = im_.attr_i(sn, "axis", flattening ? 1 : -1);
+    if (axis < -rank || axis >= rank) return;
+    if (axis < 0) axis += rank;
+    if (flattening && axis != rank - 1) return;
+    masked.op = Op::softmax;
+    masked.axis = axis;
+    try {
+      masked.name = sn.name, masked.inputs = {*x};  // the mask broadcasts, keeps a position per row
+      infer_shape(lnv::Graph{}, masked, {xs});
+    } catch (const lnv::ModelError&) {
+      return;
+    }
+    Nodes path{size_t(a)};
+    const auto read = uses(an.outputs[0], path);
+    if (!read || read->size() != 1 || (*read)[0] != s) return;
+    path.push_back(s);
+    for (size_t k : path) im_.consume(k);
+    const std::string in = *x;
+    matches_[s] = [=](Importer& im) {
+      lnv::Node n = im.node(sn, s, Op::softmax, {im.value(in)});
+      n.axis = masked.axis;
+      n.condition = masked.condition;
+      n.condition_shape = masked.condition_shape;
+      im.emit_final(std::move(n), sn.outputs[0]);
+    };
   }
 
   // LayerNormalization (opset 17), RMSNormalization (opset 23), and ONNX Runtime's

@@ -67,14 +67,27 @@ S="$ROOT/tests/data/onnx/swin_tiny_opset17.onnx"
 run "eval of torchvision's Swin export (its zero Pads modelled)" 0 "$LNV" eval "$S" --dim batch=2 --bits 64
 has "Swin: the logits" "output /head/Gemm \\[2, 4\\]"
 
-# nn.TransformerEncoder's causal mask (generate_square_subsequent_mask: 0 and -inf) cannot
-# be a model.json param: the Add that applies it is opaque, after the LNs' outputs.
+# nn.TransformerEncoder's causal mask (generate_square_subsequent_mask: 0 and -inf added
+# before the Softmax) is imported as a masked softmax: nothing opaque, every LN folds, and
+# check proves the folds exactly.
 P="$ROOT/tests/data/onnx/prenorm_lm_tiny_opset17.onnx"
 run "audit of a causal LM with a -inf mask" 0 "$LNV" audit "$P" --dim batch=2 --dim seq=8
-has "audit: the mask's Add is opaque" "opaque ops .*: /encoder/layers.0/self_attn/Add_2 \(Add\), /encoder/layers.1/self_attn/Add_2 \(Add\)"
+lacks "audit: the mask's Add is not opaque" "opaque ops"
 has "audit: the pre-norm LNs all fold" "5 of 5 LayerNorms foldable"
 run "import of a causal LM with a -inf mask" 0 "$LNV" import "$P" --dim batch=2 --dim seq=8 -o "$T/lm.json"
-if grep -q "holds an infinity or a NaN" "$T/lm.json"; then ok "import: meta.onnx.opaque says why"; else bad "import: why the Add is opaque"; fi
+python3 - "$T/lm.json" > "$T/out" 2>&1 <<'PY'
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+masked = [n for n in nodes if n["op"] == "softmax" and "condition" in n]
+assert len(masked) == 2, masked
+for n in masked:  # causal: row i keeps keys 0..i
+    s = n["condition_shape"][-1]
+    assert n["condition"] == [1 if j <= i else 0 for i in range(s) for j in range(s)], n
+assert not [n for n in nodes if n["op"] == "opaque"]
+PY
+if [ $? -eq 0 ]; then ok "import: two causal masked softmaxes, no opaque node"; else bad "import: masked softmax"; fi
+run "check of a causal LM with a -inf mask" 0 "$LNV" check "$P" --dim batch=2 --dim seq=8 --bits 256
+has "check: the 5 folds and the plan hold" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
 
 # --- ops lnverify does not model: opaque, named ------------------------------------------
 O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op

@@ -485,6 +485,19 @@ TEST(EvalForward, ExpandPadWhereHandWorked) {
   expect_near(ev.outputs[2].data, {10, 11, 12, 13, 0, 1, 2, 9, 10, 11, 12, 13});
 }
 
+// A masked softmax is the softmax of x + M, M = 0 kept and -inf masked: row [0, 1, 2]
+// keeping positions 0 and 2 gives (1, 0, e^2) / (1 + e^2); a row keeping one position
+// gives 1 there, whatever its value.
+TEST(EvalForward, MaskedSoftmaxHandWorked) {
+  GraphBuilder b;
+  b.input("x", {2, 3});
+  Node& s = b.node("s", Op::softmax, {"x"});
+  s.axis = 1, s.condition_shape = {2, 3}, s.condition = {1, 0, 1, 0, 1, 0};
+  const auto ev = run(b.build({"s"}), {Tensor<double>({2, 3}, {0, 1, 2, 5, -7, 9})});
+  const double e2 = std::exp(2.0);
+  expect_near(ev.outputs[0].data, {1 / (1 + e2), 0, e2 / (1 + e2), 0, 1, 0});
+}
+
 // An opaque op (imported, not modelled) is refused in every precision, with the node and
 // its op_type named; a gradient needs a forward evaluation first, so it is refused too.
 TEST(EvalForward, OpaqueIsRefusedNamingNodeAndOpType) {

@@ -337,6 +337,19 @@ TEST(EvalGradients, ExpandPadWhere) {
   check_gradients(b.build({"s"}));
 }
 
+// Masked positions get zero gradient (not NaN: no -inf is ever formed).
+TEST(EvalGradients, MaskedSoftmax) {
+  GraphBuilder b;
+  b.input("x", {2, 4, 4});
+  b.node("t", Op::tanh, {"x"});
+  Node& s = b.node("s", Op::softmax, {"t"});
+  s.axis = -1, s.condition_shape = {4, 4};
+  s.condition = {1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1};
+  b.param("w", {2, 4, 4});
+  b.node("m", Op::mul, {"s", "w"});
+  check_gradients(b.build({"m"}));  // finite differences: 0 at the masked positions
+}
+
 TEST(EvalGradients, CenterOverAxes) {
   GraphBuilder b;
   b.input("x", {2, 3, 4});

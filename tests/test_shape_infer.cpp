@@ -482,6 +482,22 @@ TEST(ShapeInfer, WhereBroadcastsConditionAndOperands) {
   EXPECT_NODE_ERROR(b.error("w"), "node 'w')/inputs", "broadcast");
 }
 
+TEST(ShapeInfer, MaskedSoftmaxKeepsAPositionPerRowAndDoesNotBroadcastX) {
+  Builder b;
+  b.input("x", {2, 3, 3});
+  Node& n = b.node("s", Op::softmax, {"x"});
+  n.axis = -1, n.condition_shape = {3, 3}, n.condition = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+  EXPECT_EQ(b.shape("s"), (Shape{2, 3, 3}));
+  b.g.nodes[0].condition = {1, 0, 0, 0, 0, 0, 1, 1, 1};  // row 1 keeps nothing
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/condition", "keeps no position");
+  b.g.nodes[0].axis = 1;  // along axis 1 every column keeps row 2
+  EXPECT_EQ(b.shape("s"), (Shape{2, 3, 3}));
+  b.g.nodes[0].condition = {1, 0};
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/condition", "expected 9 entries");
+  b.g.nodes[0].condition_shape = {2, 3, 3, 1}, b.g.nodes[0].condition.assign(18, 1);
+  EXPECT_NODE_ERROR(b.error("s"), "node 's')/condition_shape", "broadcast");
+}
+
 TEST(ShapeInfer, Concat) {
   Builder b;
   b.input("x", {2, 3, 4}).input("y", {2, 5, 4}).param("z", {2, 1, 4});

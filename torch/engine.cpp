@@ -494,8 +494,16 @@ struct Engine::Impl {
         if (!std::isinf(n.max)) hi = n.max;
         return at::clamp(in(i, 0), lo, hi);
       }
-      case Op::softmax:
-        return at::softmax(in(i, 0), normalize_axis(n.axis, rank0, where_of(n) + "/axis"));
+      case Op::softmax: {
+        const int64_t axis = normalize_axis(n.axis, rank0, where_of(n) + "/axis");
+        if (!is_masked_softmax(n)) return at::softmax(in(i, 0), axis);
+        const at::Tensor drop =
+            at::tensor(at::ArrayRef<int64_t>(n.condition), at::TensorOptions().dtype(at::kLong))
+                .reshape(n.condition_shape)
+                .to(in(i, 0).device())
+                .eq(0);
+        return at::softmax(in(i, 0).masked_fill(drop, -std::numeric_limits<double>::infinity()), axis);
+      }
       case Op::mean: return at::mean(in(i, 0), axes(), n.keepdims);
       case Op::max: return at::amax(in(i, 0), axes(), n.keepdims);
       case Op::transpose: {

@@ -158,8 +158,10 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       m = x.mapped(in[0]) & (n.weight.empty() && n.bias.empty() ? all : ~norm_axes(v));
       break;
     case Op::center:
-    case Op::softmax:
       m = x.mapped(in[0]);
+      break;
+    case Op::softmax:  // a mask keeps different positions where it varies
+      m = x.mapped(in[0]) & (is_masked_softmax(n) ? ~where_select(g_, v).varies : all);
       break;
     case Op::transpose:
       m = transpose_uniform(g_, v, x);

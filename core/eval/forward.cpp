@@ -172,7 +172,9 @@ class Forward {
         return y;
       }
       case Op::softmax:
-        return detail::softmax_fwd(in(i, 0), normalize_axis(n.axis, rank0, node_where(n)));
+        return detail::softmax_fwd(in(i, 0), normalize_axis(n.axis, rank0, node_where(n)),
+                                   is_masked_softmax(n) ? detail::where_mask(n, ys)
+                                                        : std::vector<bool>{});
       case Op::mean:
       case Op::max: {
         const Tensor<T>& x = in(i, 0);

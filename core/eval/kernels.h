@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -506,19 +507,23 @@ inline std::vector<bool> dropout_mask(const std::string& node, uint64_t seed, in
 
 // ---------------------------------------------------------------- softmax
 
+// A masked softmax (`keep` nonempty, one entry per element) is the softmax of x + M with
+// M = 0 where kept and -inf elsewhere: masked positions get exactly 0 and take no part in
+// the row's maximum or sum (every row keeps a position: shape inference checks it).
 template <class T>
-Tensor<T> softmax_fwd(const Tensor<T>& x, int64_t axis) {
+Tensor<T> softmax_fwd(const Tensor<T>& x, int64_t axis, const std::vector<bool>& keep = {}) {
   using std::exp;
   const Fibers fb = fibers_of(x.shape, {axis});
+  const auto kept = [&](int64_t i) { return keep.empty() || keep[size_t(i)]; };
   Tensor<T> y(x.shape);
   for (int64_t f = 0; f < fb.count; ++f) {
-    T mx = x.data[fb.at(f, 0)];
-    for (int64_t j = 1; j < fb.size; ++j)
-      if (x.data[fb.at(f, j)] > mx) mx = x.data[fb.at(f, j)];
+    std::optional<T> mx;
+    for (int64_t j = 0; j < fb.size; ++j)
+      if (kept(fb.at(f, j)) && (!mx || x.data[fb.at(f, j)] > *mx)) mx = x.data[fb.at(f, j)];
     T sum(0);
     for (int64_t j = 0; j < fb.size; ++j) {
       T& e = y.data[fb.at(f, j)];
-      e = exp(x.data[fb.at(f, j)] - mx);
+      e = kept(fb.at(f, j)) ? T(exp(x.data[fb.at(f, j)] - *mx)) : T(0);
       sum += e;
     }
     for (int64_t j = 0; j < fb.size; ++j) y.data[fb.at(f, j)] /= sum;
@@ -526,6 +531,7 @@ Tensor<T> softmax_fwd(const Tensor<T>& x, int64_t axis) {
   return y;
 }
 
+// Masked positions have y = 0, so their gradient y·(dy - dot) is exactly 0.
 template <class T>
 void softmax_bwd(const Tensor<T>& y, const Tensor<T>& dy, int64_t axis, Tensor<T>& dx) {
   const Fibers fb = fibers_of(y.shape, {axis});

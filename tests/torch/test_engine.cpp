@@ -207,6 +207,14 @@ std::vector<Graph> hand_built() {
     });
     out.push_back(b.build({"w"}));
   }
+  {  // a causal masked softmax
+    GraphBuilder b("masked_softmax");
+    b.input("x", {2, 3, 3});
+    add(b, "s", Op::softmax, {"x"}, [](Node& n) {
+      n.axis = -1, n.condition_shape = {3, 3}, n.condition = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+    });
+    out.push_back(b.build({"s"}));
+  }
   {  // params read through center_axes (an inference rewrite's centered weights)
     GraphBuilder b("center_axes");
     b.input("x", {2, 3});
