@@ -16,6 +16,7 @@
 #include "cli/report_outputs.h"
 #include "cli/terminal.h"
 #include "cli/fidelity_run.h"
+#include "cli/torch_helper.h"
 #include "cli/report_files.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -30,7 +31,7 @@ namespace {
 
 template <class State>
 int run_torch(State& st) {
-#ifdef LNV_HAVE_TORCH
+#if defined(LNV_HAVE_TORCH) || defined(LNV_TORCH_HELPER)
   st.torch.model = st.model;
   st.torch.dims = st.dims;
   st.torch.json = st.json;
@@ -38,7 +39,7 @@ int run_torch(State& st) {
   st.torch.seed = st.opt.seed;
   return run_fidelity(st.torch);
 #else
-  throw ModelError("--engine", "this lnverify was built without LibTorch (LNV_WITH_TORCH=OFF)");
+  exec_torch_helper("--engine");
 #endif
 }
 
