@@ -30,8 +30,8 @@ namespace lnv::cli {
 namespace {
 
 template <class State>
-int run_torch(State& st) {
-#if defined(LNV_HAVE_TORCH) || defined(LNV_TORCH_HELPER)
+int run_torch([[maybe_unused]] State& st) {
+#ifdef LNV_HAVE_TORCH
   st.torch.model = st.model;
   st.torch.dims = st.dims;
   st.torch.json = st.json;
