@@ -12,6 +12,7 @@
 #include "cli/output_paths.h"
 #include "cli/report_outputs.h"
 #include "cli/terminal.h"
+#include "cli/torch_helper.h"
 #include "core/error.h"
 
 #if LNV_HAVE_TORCH
@@ -178,10 +179,8 @@ int run_bench(const Options& st) {
 
 #else
 
-int run_bench(const Options&) {
-  throw ModelError("bench", "this lnverify was built without LibTorch "
-                            "(configure with -DLNV_WITH_TORCH=ON)");
-}
+// lnverify-torch times (cli/torch_helper.h); this build only read the options.
+int run_bench(const Options&) { exec_torch_helper("bench"); }
 
 #endif
 

@@ -16,6 +16,7 @@
 #include "cli/report_outputs.h"
 #include "cli/terminal.h"
 #include "cli/fidelity_run.h"
+#include "cli/torch_helper.h"
 #include "cli/report_files.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -29,7 +30,7 @@ namespace lnv::cli {
 namespace {
 
 template <class State>
-int run_torch(State& st) {
+int run_torch([[maybe_unused]] State& st) {
 #ifdef LNV_HAVE_TORCH
   st.torch.model = st.model;
   st.torch.dims = st.dims;
@@ -38,7 +39,7 @@ int run_torch(State& st) {
   st.torch.seed = st.opt.seed;
   return run_fidelity(st.torch);
 #else
-  throw ModelError("--engine", "this lnverify was built without LibTorch (LNV_WITH_TORCH=OFF)");
+  exec_torch_helper("--engine");
 #endif
 }
 

@@ -4,15 +4,19 @@
 // float32 differences and top-1 agreement, float64 outputs (and gradients in training).
 //
 // Exit codes: 0 when the float64 differences are within --tol (default 1e-9), 1 when
-// not (the fold is wrong), 2 bad input. Only with LibTorch (LNV_WITH_TORCH).
-#ifdef LNV_HAVE_TORCH
+// not (the fold is wrong), 2 bad input. Only with LibTorch (LNV_WITH_TORCH): lnverify
+// reads the options and runs lnverify-torch (cli/torch_helper.h), which measures.
+#if defined(LNV_HAVE_TORCH) || defined(LNV_TORCH_HELPER)
 
 #include <iostream>
 
 #include "cli/command.h"
-#include "cli/model_input.h"
-#include "cli/output_paths.h"
 #include "cli/fidelity_run.h"
+#include "cli/model_input.h"
+#include "cli/torch_helper.h"
+
+#ifdef LNV_HAVE_TORCH
+#include "cli/output_paths.h"
 #include "cli/terminal.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
@@ -20,9 +24,11 @@
 #include "core/model_json.h"
 #include "torch/engine.h"
 #include "torch/fidelity.h"
+#endif
 
 namespace lnv::cli {
 
+#ifdef LNV_HAVE_TORCH
 int run_fidelity(const FidelityArgs& a) {
   if (a.threads > 0) torch_engine::set_threads(a.threads);
   // Weights stay in their source until each engine reads them (torch/engine.h), so the
@@ -47,6 +53,9 @@ int run_fidelity(const FidelityArgs& a) {
   if (!exact) std::cout << "FAIL: float64 differences exceed --tol " << a.tol << "\n";
   return exact ? kOk : kCheckFails;
 }
+#else
+int run_fidelity(const FidelityArgs&) { exec_torch_helper("fidelity"); }
+#endif
 
 namespace {
 
@@ -80,4 +89,4 @@ const bool kRegistered = register_command(
 }  // namespace
 }  // namespace lnv::cli
 
-#endif  // LNV_HAVE_TORCH
+#endif  // LNV_HAVE_TORCH || LNV_TORCH_HELPER

@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/exit_status.h"
 #include "cli/terminal.h"
+#include "cli/torch_helper.h"
 
 namespace lnv::cli {
 
@@ -24,6 +25,7 @@ bool register_command(Command c) {
 
 int main(int argc, char** argv) {
   using namespace lnv::cli;
+  remember_command_line(argc, argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   // `lnverify MODEL.json ...` is an audit (after the global --quiet/--verbose, if any).
   auto first = args.begin();

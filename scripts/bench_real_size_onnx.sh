@@ -1,5 +1,6 @@
 #!/bin/bash
-# Time and peak RSS of the commands that read a GPT-2-small-sized model, side by side for
+# Time and peak RSS of the process itself (a tiny model's audit) and of the commands that
+# read a GPT-2-small-sized model, side by side for
 # two lnverify binaries (a baseline, say one built from an older commit, and this one),
 # alternating runs. Prints one row per command: wall s, user s and peak RSS of each
 # binary, and the ratios. Not a test: nothing is asserted.
@@ -21,6 +22,7 @@ L="$ROOT/build/large"
 [ -f "$L/zoo_gpt2.json" ] || "$AFTER" zoo gpt2 -o "$L/zoo_gpt2.json" > /dev/null
 DIMS=(--dim batch=1 --dim seq=128)
 COMMANDS=(
+  "audit $ROOT/examples/gpt2_tiny.json"
   "audit $L/gpt2_small.onnx ${DIMS[*]}"
   "audit $L/external/gpt2_small.onnx ${DIMS[*]}"
   "audit $L/zoo_gpt2.json"
