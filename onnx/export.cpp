@@ -50,7 +50,7 @@ std::vector<double> centered(std::vector<double> v, const Shape& s, int64_t axis
 
 class Exporter {
  public:
-  explicit Exporter(const Graph& g) : g_(g) {
+  Exporter(const Graph& g, bool float64) : g_(g), float64_(float64) {
     for (const Input& in : g.inputs) taken_.insert(in.name);
     for (const Param& p : g.params) taken_.insert(p.name);
     for (const Node& n : g.nodes) taken_.insert(n.name);
@@ -87,10 +87,12 @@ class Exporter {
     return name;
   }
 
-  static void value_info(ox::ValueInfoProto* v, const std::string& name, bool index, const Shape& s) {
+  int32_t float_type() const { return float64_ ? ox::TensorProto::DOUBLE : ox::TensorProto::FLOAT; }
+
+  void value_info(ox::ValueInfoProto* v, const std::string& name, bool index, const Shape& s) const {
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(index ? ox::TensorProto::INT64 : ox::TensorProto::FLOAT);
+    t->set_elem_type(index ? ox::TensorProto::INT64 : float_type());
     auto* shape = t->mutable_shape();
     for (int64_t d : s) shape->add_dim()->set_dim_value(d);
   }
@@ -136,8 +138,14 @@ class Exporter {
                          const std::string& what) {
     auto* t = gp_->add_initializer();
     t->set_name(name);
-    t->set_data_type(ox::TensorProto::FLOAT);
+    t->set_data_type(float_type());
     for (int64_t d : s) t->add_dims(d);
+    if (float64_) {
+      std::string raw(v.size() * sizeof(double), '\0');
+      if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
+      t->set_raw_data(std::move(raw));
+      return name;
+    }
     std::string raw(v.size() * sizeof(float), '\0');
     for (size_t i = 0; i < v.size(); ++i) {
       if (std::fabs(v[i]) > double(std::numeric_limits<float>::max()))
@@ -253,7 +261,9 @@ class Exporter {
     std::vector<int64_t> red;
     for (int64_t i = 0; i < k; ++i) red.push_back(rank - k + i);
     if (trailing) red = written;
-    if (kind == Op::layer_norm && !w.empty()) {
+    // In float64 the decomposed spelling keeps the epsilon a double (LayerNormalization's
+    // is a float32 attribute).
+    if (kind == Op::layer_norm && !w.empty() && !float64_) {
       std::vector<std::string> inputs = {in, w};
       if (!b.empty()) inputs.push_back(b);
       emit("LayerNormalization", name, inputs, normed, &np);
@@ -522,11 +532,21 @@ class Exporter {
         emit("Mul", fresh(n.name + ".half"), {xm, scalar(n.name, "half_factor", 0.5)}, n.name);
         return;
       }
-      case Op::hard_sigmoid:
+      case Op::hard_sigmoid: {
+        // HardSigmoid's alpha and beta are float32 attributes: in float64 an alpha or beta
+        // that float32 does not hold is spelled max(0, min(1, alpha·x + beta)) instead.
+        const auto f32 = [](double v) { return double(static_cast<float>(v)) == v; };
+        if (float64_ && !(f32(n.alpha) && f32(n.beta))) {
+          const std::string ax = step("Mul", n.name, "times_alpha", {x, scalar(n.name, "alpha", n.alpha)});
+          const std::string lin = step("Add", n.name, "plus_beta", {ax, scalar(n.name, "beta", n.beta)});
+          emit("Clip", n.name, {lin, scalar(n.name, "min", 0.0), scalar(n.name, "max", 1.0)}, n.name);
+          return;
+        }
         emit("HardSigmoid", n.name, {x}, n.name, &np);
         attr_f(np, "alpha", n.alpha);
         attr_f(np, "beta", n.beta);
         return;
+      }
       case Op::clip: {
         const bool lo = std::isfinite(n.min), hi = std::isfinite(n.max);
         std::vector<std::string> in = {x, lo ? scalar(n.name, "min", n.min) : ""};
@@ -569,6 +589,7 @@ class Exporter {
   }
 
   const Graph& g_;
+  const bool float64_;
   ox::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
   std::map<std::tuple<std::string, int64_t, bool>, std::string> params_;
@@ -615,15 +636,16 @@ void externalize(ox::ModelProto& mp, const std::string& location, std::string& d
 
 }  // namespace
 
-int64_t initializer_bytes(const Graph& g) {
+int64_t initializer_bytes(const Graph& g, const ExportOptions& options) {
+  const int64_t width = options.float64 ? int64_t(sizeof(double)) : int64_t(sizeof(float));
   int64_t bytes = 0;
-  for (const Param& p : g.params) bytes += numel(p.shape) * int64_t(sizeof(float));
+  for (const Param& p : g.params) bytes += numel(p.shape) * width;
   return bytes;
 }
 
 ExportedModel export_onnx(const Graph& g, const ExportOptions& options) {
   LNV_INTERNAL_ASSERT(g.finalized(), "export_onnx: the graph is not finalized");
-  ox::ModelProto mp = Exporter(g).run();
+  ox::ModelProto mp = Exporter(g, options.float64).run();
   check(mp);
   ExportedModel out;
   out.nodes = mp.graph().node_size();
