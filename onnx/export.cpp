@@ -215,10 +215,10 @@ class Exporter {
 
   // ------------------------------------------------------------ shared spellings
 
-  // y = x Wᵀ + b over x's last axis, the product named `name`, into the value `out`: for a
+  // y = x Wᵀ + b over x's last axis into the value `out`, its last node named `name`: for a
   // matrix x, Gemm(x, W, b, transB) (which the importer reads as `linear`); else
-  // MatMul(x, Wᵀ) and Add(b), as PyTorch exports nn.Linear (the importer's `matmul` by a
-  // param and `add` of one). `w` is the weight's param name and `axis` its CBWC axis.
+  // MatMul(x, Wᵀ) (`<name>.product` when a bias follows) and Add(b), as PyTorch exports
+  // nn.Linear (the importer's `matmul` by a param and `add` of one). `w` is the weight's param name and `axis` its CBWC axis.
   std::string linear(const std::string& name, const std::string& x, const Shape& xs,
                      const std::string& w, int64_t axis, const std::string& b, const std::string& out) {
     ox::NodeProto* np = nullptr;
@@ -229,14 +229,19 @@ class Exporter {
       attr_i(np, "transB", 1);
       return out;
     }
-    const std::string product = emit("MatMul", name, {x, param(w, axis, /*transposed=*/true)},
-                                     b.empty() ? out : fresh(name + ".product"));
-    return b.empty() ? out : emit("Add", fresh(name + ".bias"), {product, b}, out);
+    // With a bias the Add computes `out`, so it carries the name (the importer names a value
+    // after the node computing it: a graph output keeps its name).
+    if (b.empty()) return emit("MatMul", name, {x, param(w, axis, /*transposed=*/true)}, out);
+    const std::string product = fresh(name + ".product");
+    emit("MatMul", product, {x, param(w, axis, /*transposed=*/true)}, product);
+    return emit("Add", name, {product, b}, out);
   }
 
   // A LayerNorm or RMSNorm of x (shape xs) over `axes` (as written) into value `out`, the
   // norm's first node named `name`. Axes that are not the trailing ones in order are moved
-  // there by a Transpose, and back after.
+  // there by a Transpose, and back after: then the Transpose back computes `out` and carries
+  // `name`, and the norm is `<name>.normalize` (the importer names a value after the node
+  // computing it, so a graph output keeps its name).
   std::string norm(const std::string& name, Op kind, const std::string& x, const Shape& xs,
                    const Axes& written, double eps, const std::string& w, const std::string& b,
                    const std::string& out) {
@@ -251,6 +256,7 @@ class Exporter {
     perm.insert(perm.end(), axes.begin(), axes.end());
     std::string in = x;
     ox::NodeProto* np = nullptr;
+    const std::string norm_name = trailing ? name : fresh(name + ".normalize");
     if (!trailing) {
       in = step("Transpose", name, "to_last", {x}, &np);
       attr_ints(np, "perm", perm);
@@ -266,16 +272,16 @@ class Exporter {
     if (kind == Op::layer_norm && !w.empty() && !float64_) {
       std::vector<std::string> inputs = {in, w};
       if (!b.empty()) inputs.push_back(b);
-      emit("LayerNormalization", name, inputs, normed, &np);
+      emit("LayerNormalization", norm_name, inputs, normed, &np);
       attr_i(np, "axis", trailing ? rank - k - (written.front() < 0 ? rank : 0) : rank - k);
       attr_f(np, "epsilon", eps);
     } else {
-      decomposed_norm(name, kind, in, red, eps, w, b, normed);
+      decomposed_norm(norm_name, kind, in, red, eps, w, b, normed);
     }
     if (trailing) return out;
     std::vector<int64_t> inverse(size_t(rank), 0);
     for (int64_t i = 0; i < rank; ++i) inverse[size_t(perm[i])] = i;
-    emit("Transpose", fresh(name + ".from_last"), {normed}, out, &np);
+    emit("Transpose", name, {normed}, out, &np);
     attr_ints(np, "perm", inverse);
     return out;
   }
@@ -345,7 +351,9 @@ class Exporter {
         attr_i(np, "keepdims", n.keepdims ? 1 : 0);
         return;
       }
-      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: return export_shape_op(n, i);
+      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::expand: case Op::pad:
+        return export_shape_op(n, i);
+      case Op::where: return export_where(n);
       case Op::center: {
         ox::NodeProto* np = nullptr;
         const std::string x = value(n.inputs[0]);
@@ -577,6 +585,12 @@ class Exporter {
              n.name);
         return;
       }
+      case Op::expand:
+        emit("Expand", n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
+        return;
+      case Op::pad:
+        emit("Pad", n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)}, n.name);
+        return;
       case Op::concat: {
         std::vector<std::string> in;
         for (const auto& v : n.inputs) in.push_back(value(v));
@@ -586,6 +600,20 @@ class Exporter {
       }
       default: LNV_INTERNAL_ASSERT(false, "export_shape_op: not a shape op");
     }
+  }
+
+  // Where with the node's constant condition as a BOOL initializer (which the importer
+  // reads back into the node).
+  void export_where(const Node& n) {
+    auto* t = gp_->add_initializer();
+    const std::string c = fresh(n.name + ".condition");
+    t->set_name(c);
+    t->set_data_type(ox::TensorProto::BOOL);
+    for (int64_t d : n.condition_shape) t->add_dims(d);
+    std::string raw(n.condition.size(), '\0');
+    for (size_t k = 0; k < n.condition.size(); ++k) raw[k] = n.condition[k] ? 1 : 0;
+    t->set_raw_data(std::move(raw));
+    emit("Where", n.name, {c, value(n.inputs[0]), value(n.inputs[1])}, n.name);
   }
 
   const Graph& g_;

@@ -21,14 +21,14 @@ namespace lnv::onnx_export {
 inline constexpr int64_t kOpset = 17;
 
 struct ExportOptions {
+  // When non-empty: initializers of at least kMinExternalNumel elements are stored in
+  // this external data file (a path relative to the model file's folder), the rest inline.
+  std::string external_data;
   // Double tensors throughout, every constant exact in double where the op allows: params
   // hold exactly the values lnverify evaluates, every norm is the decomposed spelling with
   // its epsilon as a double initializer, HardSigmoid is Mul/Add/Clip unless alpha and beta
   // are float32 numbers (docs/onnx.md "Export", docs/spec/decisions.md).
   bool float64 = false;
-  // When non-empty: initializers of at least kMinExternalNumel elements are stored in
-  // this external data file (a path relative to the model file's folder), the rest inline.
-  std::string external_data;
 };
 
 // Initializers smaller than this stay inline when the others go to external data.
