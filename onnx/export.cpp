@@ -218,7 +218,8 @@ class Exporter {
   // y = x Wᵀ + b over x's last axis into the value `out`, its last node named `name`: for a
   // matrix x, Gemm(x, W, b, transB) (which the importer reads as `linear`); else
   // MatMul(x, Wᵀ) (`<name>.product` when a bias follows) and Add(b), as PyTorch exports
-  // nn.Linear (the importer's `matmul` by a param and `add` of one). `w` is the weight's param name and `axis` its CBWC axis.
+  // nn.Linear (the importer's `matmul` by a param and `add` of one). `w` is the weight's
+  // param name and `axis` its CBWC axis.
   std::string linear(const std::string& name, const std::string& x, const Shape& xs,
                      const std::string& w, int64_t axis, const std::string& b, const std::string& out) {
     ox::NodeProto* np = nullptr;
