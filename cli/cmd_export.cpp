@@ -1,5 +1,6 @@
-// `lnverify export MODEL.json -o MODEL.onnx [--external-data]`: the model as an ONNX
-// model (opset 17, float32; onnx/export.h, docs/onnx.md "Export").
+// `lnverify export MODEL.json -o MODEL.onnx [--dtype float32|float64] [--external-data]`:
+// the model as an ONNX model (opset 17, float32 or double; onnx/export.h, docs/onnx.md
+// "Export").
 //
 // Weights go into an external data file `<OUT>.data` beside the model when their float32
 // bytes exceed kExternalAbove (protobuf refuses messages of 2 GiB, and a model near that
@@ -22,17 +23,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kExternalAbove = int64_t(1) << 30;  // 1 GiB of float32 weights
+constexpr int64_t kExternalAbove = int64_t(1) << 30;  // 1 GiB of weights
 
 Action setup(CLI::App& sub) {
   struct State {
-    std::string model, out;
+    std::string model, out, dtype = "float32";
     std::vector<std::string> dims;
     bool external = false;
   };
   auto st = std::make_shared<State>();
   add_model_input(sub, st->model, st->dims, "the model to export (model.json or .onnx)");
   sub.add_option("-o,--output", st->out, "where to write the ONNX model")->required();
+  sub.add_option("--dtype", st->dtype,
+                 "float32 (what ONNX runtimes run) or float64 (every param and constant exact in "
+                 "double, so that `equiv` proves the re-import equal)")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
   sub.add_flag("--external-data", st->external,
                "store initializers of 1024+ values in OUT.data beside the model (the default "
                "above 1 GiB of weights)");
@@ -42,7 +48,8 @@ Action setup(CLI::App& sub) {
     const Graph g = load_input(st->model, st->dims);
     refuse_input_as_output("-o", st->out, st->model, g);
     onnx_export::ExportOptions options;
-    const bool external = st->external || onnx_export::initializer_bytes(g) > kExternalAbove;
+    options.float64 = st->dtype == "float64";
+    const bool external = st->external || onnx_export::initializer_bytes(g, options) > kExternalAbove;
     const std::string data_path = st->out + ".data";
     if (external) {
       refuse_input_as_output("-o", data_path, st->model, g);
@@ -60,7 +67,7 @@ Action setup(CLI::App& sub) {
     }
     std::cout << "wrote " << st->out << ": ONNX opset " << onnx_export::kOpset << ", "
               << onnx.nodes << " nodes, " << onnx.initializers << " initializers ("
-              << onnx.initializer_bytes << " bytes of float32"
+              << onnx.initializer_bytes << " bytes of " << (options.float64 ? "float64" : "float32")
               << (external ? ", " + std::to_string(onnx.data.size()) + " bytes in " + data_path : "")
               << ")\n";
     return kOk;

@@ -50,7 +50,7 @@ std::vector<double> centered(std::vector<double> v, const Shape& s, int64_t axis
 
 class Exporter {
  public:
-  explicit Exporter(const Graph& g) : g_(g) {
+  Exporter(const Graph& g, bool float64) : g_(g), float64_(float64) {
     for (const Input& in : g.inputs) taken_.insert(in.name);
     for (const Param& p : g.params) taken_.insert(p.name);
     for (const Node& n : g.nodes) taken_.insert(n.name);
@@ -87,10 +87,12 @@ class Exporter {
     return name;
   }
 
-  static void value_info(ox::ValueInfoProto* v, const std::string& name, bool index, const Shape& s) {
+  int32_t float_type() const { return float64_ ? ox::TensorProto::DOUBLE : ox::TensorProto::FLOAT; }
+
+  void value_info(ox::ValueInfoProto* v, const std::string& name, bool index, const Shape& s) const {
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(index ? ox::TensorProto::INT64 : ox::TensorProto::FLOAT);
+    t->set_elem_type(index ? ox::TensorProto::INT64 : float_type());
     auto* shape = t->mutable_shape();
     for (int64_t d : s) shape->add_dim()->set_dim_value(d);
   }
@@ -136,8 +138,14 @@ class Exporter {
                          const std::string& what, bool minus_inf_ok = false) {
     auto* t = gp_->add_initializer();
     t->set_name(name);
-    t->set_data_type(ox::TensorProto::FLOAT);
+    t->set_data_type(float_type());
     for (int64_t d : s) t->add_dims(d);
+    if (float64_) {
+      std::string raw(v.size() * sizeof(double), '\0');
+      if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
+      t->set_raw_data(std::move(raw));
+      return name;
+    }
     std::string raw(v.size() * sizeof(float), '\0');
     for (size_t i = 0; i < v.size(); ++i) {
       if (std::fabs(v[i]) > double(std::numeric_limits<float>::max()) &&
@@ -165,19 +173,6 @@ class Exporter {
     t->add_dims(int64_t(v.size()));
     std::string raw(v.size() * sizeof(int64_t), '\0');
     if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
-    t->set_raw_data(std::move(raw));
-    return name;
-  }
-
-  std::string bools(const std::string& base, const std::string& what, const Shape& shape,
-                    const std::vector<int64_t>& v) {
-    auto* t = gp_->add_initializer();
-    const std::string name = fresh(base + "." + what);
-    t->set_name(name);
-    t->set_data_type(ox::TensorProto::BOOL);
-    for (int64_t d : shape) t->add_dims(d);
-    std::string raw(v.size(), '\0');
-    for (size_t k = 0; k < v.size(); ++k) raw[k] = v[k] != 0 ? 1 : 0;
     t->set_raw_data(std::move(raw));
     return name;
   }
@@ -221,10 +216,11 @@ class Exporter {
 
   // ------------------------------------------------------------ shared spellings
 
-  // y = x Wᵀ + b over x's last axis, the product named `name`, into the value `out`: for a
+  // y = x Wᵀ + b over x's last axis into the value `out`, its last node named `name`: for a
   // matrix x, Gemm(x, W, b, transB) (which the importer reads as `linear`); else
-  // MatMul(x, Wᵀ) and Add(b), as PyTorch exports nn.Linear (the importer's `matmul` by a
-  // param and `add` of one). `w` is the weight's param name and `axis` its CBWC axis.
+  // MatMul(x, Wᵀ) (`<name>.product` when a bias follows) and Add(b), as PyTorch exports
+  // nn.Linear (the importer's `matmul` by a param and `add` of one). `w` is the weight's
+  // param name and `axis` its CBWC axis.
   std::string linear(const std::string& name, const std::string& x, const Shape& xs,
                      const std::string& w, int64_t axis, const std::string& b, const std::string& out) {
     ox::NodeProto* np = nullptr;
@@ -235,14 +231,19 @@ class Exporter {
       attr_i(np, "transB", 1);
       return out;
     }
-    const std::string product = emit("MatMul", name, {x, param(w, axis, /*transposed=*/true)},
-                                     b.empty() ? out : fresh(name + ".product"));
-    return b.empty() ? out : emit("Add", fresh(name + ".bias"), {product, b}, out);
+    // With a bias the Add computes `out`, so it carries the name (the importer names a value
+    // after the node computing it: a graph output keeps its name).
+    if (b.empty()) return emit("MatMul", name, {x, param(w, axis, /*transposed=*/true)}, out);
+    const std::string product = fresh(name + ".product");
+    emit("MatMul", product, {x, param(w, axis, /*transposed=*/true)}, product);
+    return emit("Add", name, {product, b}, out);
   }
 
   // A LayerNorm or RMSNorm of x (shape xs) over `axes` (as written) into value `out`, the
   // norm's first node named `name`. Axes that are not the trailing ones in order are moved
-  // there by a Transpose, and back after.
+  // there by a Transpose, and back after: then the Transpose back computes `out` and carries
+  // `name`, and the norm is `<name>.normalize` (the importer names a value after the node
+  // computing it, so a graph output keeps its name).
   std::string norm(const std::string& name, Op kind, const std::string& x, const Shape& xs,
                    const Axes& written, double eps, const std::string& w, const std::string& b,
                    const std::string& out) {
@@ -257,6 +258,7 @@ class Exporter {
     perm.insert(perm.end(), axes.begin(), axes.end());
     std::string in = x;
     ox::NodeProto* np = nullptr;
+    const std::string norm_name = trailing ? name : fresh(name + ".normalize");
     if (!trailing) {
       in = step("Transpose", name, "to_last", {x}, &np);
       attr_ints(np, "perm", perm);
@@ -267,19 +269,21 @@ class Exporter {
     std::vector<int64_t> red;
     for (int64_t i = 0; i < k; ++i) red.push_back(rank - k + i);
     if (trailing) red = written;
-    if (kind == Op::layer_norm && !w.empty()) {
+    // In float64 the decomposed spelling keeps the epsilon a double (LayerNormalization's
+    // is a float32 attribute).
+    if (kind == Op::layer_norm && !w.empty() && !float64_) {
       std::vector<std::string> inputs = {in, w};
       if (!b.empty()) inputs.push_back(b);
-      emit("LayerNormalization", name, inputs, normed, &np);
+      emit("LayerNormalization", norm_name, inputs, normed, &np);
       attr_i(np, "axis", trailing ? rank - k - (written.front() < 0 ? rank : 0) : rank - k);
       attr_f(np, "epsilon", eps);
     } else {
-      decomposed_norm(name, kind, in, red, eps, w, b, normed);
+      decomposed_norm(norm_name, kind, in, red, eps, w, b, normed);
     }
     if (trailing) return out;
     std::vector<int64_t> inverse(size_t(rank), 0);
     for (int64_t i = 0; i < rank; ++i) inverse[size_t(perm[i])] = i;
-    emit("Transpose", fresh(name + ".from_last"), {normed}, out, &np);
+    emit("Transpose", name, {normed}, out, &np);
     attr_ints(np, "perm", inverse);
     return out;
   }
@@ -356,8 +360,9 @@ class Exporter {
         attr_i(np, "keepdims", n.keepdims ? 1 : 0);
         return;
       }
-      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat:
+      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::expand: case Op::pad:
         return export_shape_op(n, i);
+      case Op::where: return export_where(n);
       case Op::center: {
         ox::NodeProto* np = nullptr;
         const std::string x = value(n.inputs[0]);
@@ -375,7 +380,6 @@ class Exporter {
         throw ModelError(where(n), "cannot be exported: it stands for the source op '" + n.op_type +
                                        "', which lnverify does not model, so there is nothing to "
                                        "write in its place");
-      case Op::expand: case Op::pad: case Op::where: return export_shape_op(n, i);
       case Op::kCount: break;
     }
   }
@@ -542,11 +546,21 @@ class Exporter {
         emit("Mul", fresh(n.name + ".half"), {xm, scalar(n.name, "half_factor", 0.5)}, n.name);
         return;
       }
-      case Op::hard_sigmoid:
+      case Op::hard_sigmoid: {
+        // HardSigmoid's alpha and beta are float32 attributes: in float64 an alpha or beta
+        // that float32 does not hold is spelled max(0, min(1, alpha·x + beta)) instead.
+        const auto f32 = [](double v) { return double(static_cast<float>(v)) == v; };
+        if (float64_ && !(f32(n.alpha) && f32(n.beta))) {
+          const std::string ax = step("Mul", n.name, "times_alpha", {x, scalar(n.name, "alpha", n.alpha)});
+          const std::string lin = step("Add", n.name, "plus_beta", {ax, scalar(n.name, "beta", n.beta)});
+          emit("Clip", n.name, {lin, scalar(n.name, "min", 0.0), scalar(n.name, "max", 1.0)}, n.name);
+          return;
+        }
         emit("HardSigmoid", n.name, {x}, n.name, &np);
         attr_f(np, "alpha", n.alpha);
         attr_f(np, "beta", n.beta);
         return;
+      }
       case Op::clip: {
         const bool lo = std::isfinite(n.min), hi = std::isfinite(n.max);
         std::vector<std::string> in = {x, lo ? scalar(n.name, "min", n.min) : ""};
@@ -577,6 +591,12 @@ class Exporter {
              n.name);
         return;
       }
+      case Op::expand:
+        emit("Expand", n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
+        return;
+      case Op::pad:
+        emit("Pad", n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)}, n.name);
+        return;
       case Op::concat: {
         std::vector<std::string> in;
         for (const auto& v : n.inputs) in.push_back(value(v));
@@ -584,25 +604,26 @@ class Exporter {
         attr_i(np, "axis", n.axis);
         return;
       }
-      case Op::expand:
-        emit("Expand", n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
-        return;
-      case Op::pad:
-        // Pad-13, mode "constant" (the default): pads as an int64 input, the fill value as a
-        // scalar of the data's type.
-        emit("Pad", n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)},
-             n.name);
-        return;
-      case Op::where:
-        emit("Where", n.name, {bools(n.name, "condition", n.condition_shape, n.condition), x,
-                               value(n.inputs[1])},
-             n.name);
-        return;
       default: LNV_INTERNAL_ASSERT(false, "export_shape_op: not a shape op");
     }
   }
 
+  // Where with the node's constant condition as a BOOL initializer (which the importer
+  // reads back into the node).
+  void export_where(const Node& n) {
+    auto* t = gp_->add_initializer();
+    const std::string c = fresh(n.name + ".condition");
+    t->set_name(c);
+    t->set_data_type(ox::TensorProto::BOOL);
+    for (int64_t d : n.condition_shape) t->add_dims(d);
+    std::string raw(n.condition.size(), '\0');
+    for (size_t k = 0; k < n.condition.size(); ++k) raw[k] = n.condition[k] ? 1 : 0;
+    t->set_raw_data(std::move(raw));
+    emit("Where", n.name, {c, value(n.inputs[0]), value(n.inputs[1])}, n.name);
+  }
+
   const Graph& g_;
+  const bool float64_;
   ox::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
   std::map<std::tuple<std::string, int64_t, bool>, std::string> params_;
@@ -649,15 +670,16 @@ void externalize(ox::ModelProto& mp, const std::string& location, std::string& d
 
 }  // namespace
 
-int64_t initializer_bytes(const Graph& g) {
+int64_t initializer_bytes(const Graph& g, const ExportOptions& options) {
+  const int64_t width = options.float64 ? int64_t(sizeof(double)) : int64_t(sizeof(float));
   int64_t bytes = 0;
-  for (const Param& p : g.params) bytes += numel(p.shape) * int64_t(sizeof(float));
+  for (const Param& p : g.params) bytes += numel(p.shape) * width;
   return bytes;
 }
 
 ExportedModel export_onnx(const Graph& g, const ExportOptions& options) {
   LNV_INTERNAL_ASSERT(g.finalized(), "export_onnx: the graph is not finalized");
-  ox::ModelProto mp = Exporter(g).run();
+  ox::ModelProto mp = Exporter(g, options.float64).run();
   check(mp);
   ExportedModel out;
   out.nodes = mp.graph().node_size();

@@ -8,7 +8,8 @@
 // input; float: standard normals, Box-Muller, cos then sin; index: floor(uniform * range)),
 // the ones `lnverify eval --seed SEED` evaluates. For each model it prints the largest
 // difference of each output relative to that output's largest magnitude, and exits 1 when
-// one exceeds TOL (ORT computes in float32).
+// one exceeds TOL. A float input is fed in the type the model declares (float32, or float64
+// for `export --dtype float64`).
 'use strict';
 const fs = require('fs');
 
@@ -49,7 +50,9 @@ class SplitMix64 {
   }
 }
 
-function randomInputs(ort, model, seed) {
+function randomInputs(ort, session, model, seed) {
+  const declared = {};
+  for (const m of session.inputMetadata) declared[m.name] = m.type;
   const feeds = {};
   for (const input of model.inputs || []) {
     const rng = new SplitMix64(seed, input.name);
@@ -59,9 +62,10 @@ function randomInputs(ort, model, seed) {
       for (let i = 0; i < count; ++i) ids[i] = BigInt(Math.floor(rng.uniform() * input.range));
       feeds[input.name] = new ort.Tensor('int64', ids, input.shape);
     } else {
-      const x = new Float32Array(count);
+      const type = declared[input.name] === 'float64' ? 'float64' : 'float32';
+      const x = type === 'float64' ? new Float64Array(count) : new Float32Array(count);
       for (let i = 0; i < count; ++i) x[i] = rng.normal();
-      feeds[input.name] = new ort.Tensor('float32', x, input.shape);
+      feeds[input.name] = new ort.Tensor(type, x, input.shape);
     }
   }
   return feeds;
@@ -78,7 +82,7 @@ async function main() {
     const model = JSON.parse(fs.readFileSync(modelPath, 'utf8'));
     const ref = JSON.parse(fs.readFileSync(evalPath, 'utf8')).outputs;
     const session = await ort.InferenceSession.create(onnxPath, {intraOpNumThreads: 1, interOpNumThreads: 1});
-    const results = await session.run(randomInputs(ort, model, seedText));
+    const results = await session.run(randomInputs(ort, session, model, seedText));
     const parts = [];
     let modelWorst = 0;
     for (const name of session.outputNames) {

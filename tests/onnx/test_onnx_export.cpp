@@ -5,13 +5,18 @@
 //    same op (or, for the ops opset 17 spells with several nodes and the importer does not
 //    gather back, the op that computes the node's value: silu -> mul, center -> sub,
 //    attention -> its output projection, rnn -> concat; a linear on more than two axes is
-//    a matmul); nodes no output depends on are dropped by the importer; a node that reads params only is folded by the importer into a param of
+//    a matmul, or the add of its bias; a norm over axes other than the trailing ones is
+//    the Transpose back, the norm itself `<name>.normalize`); nodes no output depends on are dropped by the importer; a node that reads params only is folded by the importer into a param of
 //    its name;
 //  - evaluated exactly (MPFR, 128 bits) on the same random inputs, the re-import computes
 //    the original's outputs up to the float32 rounding of the export: every output within
 //    kTolerance of the largest value of that output;
 //  - the audit gives every LayerNorm of the original the same verdicts in inference and
-//    training (an rnn's norm is unrolled into one norm per step: not compared by name).
+//    training (an rnn's norm is unrolled into one norm per step: not compared by name);
+//  - exported with --dtype float64 and imported back, `equiv` (checkers/model_equivalence.h)
+//    proves the re-import equal to the original, and equal outright (not up to weight
+//    storage) unless the model has a constant double cannot hold: an attention's 1/√(head
+//    dim) for a head dim that is not a square, or a cbwc producer's centered weight.
 // `opaque` nodes cannot be exported: the error names the node.
 #include <gtest/gtest.h>
 
@@ -23,6 +28,7 @@
 #include <map>
 #include <set>
 
+#include "checkers/model_equivalence.h"
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
@@ -30,6 +36,7 @@
 #include "generators/architectures.h"
 #include "onnx/export.h"
 #include "onnx/import.h"
+#include "reports/equiv_report.h"
 
 namespace fs = std::filesystem;
 using lnv::Graph;
@@ -63,13 +70,27 @@ Graph round_trip(const Graph& g, const std::string& tag, const lnv::onnx_export:
 
 // The op the re-import computes a node's value with: a linear's and an attention's
 // (output) product is a Gemm (`linear`) on a matrix, else a MatMul by the transposed weight
-// (`matmul`).
+// (`matmul`), followed by the Add of the bias (`add`) when there is one.
+// Whether norm node `n` normalizes other axes than the trailing ones in order: the export
+// moves them there by a Transpose and back, the Transpose back named as the node and the
+// norm `<name>.normalize`.
+bool transposed_norm(const Graph& g, const lnv::Node& n) {
+  if (n.op != Op::layer_norm && n.op != Op::rms_norm) return false;
+  const int64_t rank = int64_t(g.shape_of(n.inputs[0]).size());
+  const lnv::Axes axes = lnv::normalize_axes(n.axes, rank, n.name);
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != rank - int64_t(axes.size()) + int64_t(i)) return true;
+  return false;
+}
+
 Op reimported_op(const Graph& g, const lnv::Node& n) {
   const bool matrix = g.shape_of(n.inputs[0]).size() == 2;
+  if (transposed_norm(g, n)) return Op::transpose;
   switch (n.op) {
     case Op::silu: return Op::mul;
     case Op::center: return Op::sub;
-    case Op::linear: case Op::attention: return matrix ? Op::linear : Op::matmul;
+    case Op::linear: return matrix ? Op::linear : n.bias.empty() ? Op::matmul : Op::add;
+    case Op::attention: return matrix ? Op::linear : n.bo.empty() ? Op::matmul : Op::add;
     case Op::rnn: return Op::concat;
     default: return n.op;
   }
@@ -132,6 +153,8 @@ double output_difference(const Graph& a, const Graph& b) {
 struct Stats {
   int models = 0, same_function = 0, same_verdicts = 0;
   double worst = 0;
+  int exact_models = 0, equal = 0;  // the float64 round trips
+  std::vector<std::string> equal_up_to_storage;
 };
 Stats& stats() {
   static Stats s;
@@ -166,8 +189,10 @@ void check_round_trip(const Graph& g, const std::string& tag) {
     const lnv::FoldPlan pa = lnv::detect_foldable(g, mode), pb = lnv::detect_foldable(re, mode);
     for (const lnv::LnVerdict& v : pa.layer_norms) {
       if (g.nodes[size_t(g.node_index(v.node))].op == Op::rnn || !live.count(v.node)) continue;
+      const lnv::Node& ln = g.nodes[size_t(g.node_index(v.node))];
+      const std::string name = transposed_norm(g, ln) ? v.name + ".normalize" : v.name;
       const auto it = std::find_if(pb.layer_norms.begin(), pb.layer_norms.end(),
-                                   [&](const lnv::LnVerdict& w) { return w.name == v.name; });
+                                   [&](const lnv::LnVerdict& w) { return w.name == name; });
       ASSERT_NE(it, pb.layer_norms.end()) << "LayerNorm '" << v.name << "' is not in the re-import";
       const size_t m = size_t(mode);
       EXPECT_EQ(it->foldable[m], v.foldable[m])
@@ -178,6 +203,41 @@ void check_round_trip(const Graph& g, const std::string& tag) {
     }
   }
   stats().same_verdicts += same;
+}
+
+// Whether the float64 export must round a number model.json evaluates exactly: an
+// attention's 1/√(head dim) when the head dim is not a square (the importer folds any
+// constant spelling of it into a double), a cbwc producer's centered weight (ONNX has no
+// centering: the initializer holds it computed in double).
+bool rounds_a_constant(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [&](const lnv::Node& n) {
+    if (n.cbwc) return true;
+    if (n.op != Op::attention) return false;
+    const int64_t dh = g.shape_of(n.inputs[0])[2] / n.heads;
+    const auto root = static_cast<int64_t>(std::llround(std::sqrt(double(dh))));
+    return root * root != dh;
+  });
+}
+
+// The float64 export round-trips exactly: `equiv` of the original and the re-import says
+// equal (exact evaluation at 256 bits, one trial), and not merely up to weight storage
+// unless rounds_a_constant.
+void check_exact_round_trip(const Graph& g, const std::string& tag) {
+  SCOPED_TRACE(tag + " (float64)");
+  lnv::onnx_export::ExportOptions options;
+  options.float64 = true;
+  const Graph re = round_trip(g, tag + "_float64", options);
+  ++stats().exact_models;
+  lnv::check::require_same_interface(g, tag, re, tag + ".onnx", Mode::inference);
+  lnv::check::EquivOptions opt;  // 256 bits: at 128 the bound of a model's rounding hides a
+  opt.trials = 1;                 // double's 2^-53 (an attention's 1/√(head dim))
+  const lnv::report::EquivReport r = lnv::check::equiv_models(g, re, opt);
+  ASSERT_EQ(r.outcome(), lnv::report::Outcome::holds) << lnv::report::to_text(r);
+  const bool storage = std::any_of(r.quantities.begin(), r.quantities.end(),
+                                   [](const lnv::report::EquivQuantity& q) { return q.up_to_weight_storage; });
+  if (!rounds_a_constant(g)) EXPECT_FALSE(storage) << lnv::report::to_text(r);
+  if (storage) stats().equal_up_to_storage.push_back(tag);
+  else ++stats().equal;
 }
 
 std::vector<std::string> model_files() {
@@ -208,6 +268,7 @@ TEST_P(ModelFiles, RoundTrips) {
     return;
   }
   check_round_trip(g, fs::path(GetParam()).stem().string());
+  check_exact_round_trip(g, fs::path(GetParam()).stem().string());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ModelFiles, ::testing::ValuesIn(model_files()), [](const auto& info) {
@@ -239,7 +300,9 @@ std::vector<std::string> architectures() {
 class Zoo : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Zoo, RoundTrips) {
-  check_round_trip(lnv::zoo::build_architecture(GetParam(), small(GetParam())), "zoo_" + GetParam());
+  const Graph g = lnv::zoo::build_architecture(GetParam(), small(GetParam()));
+  check_round_trip(g, "zoo_" + GetParam());
+  check_exact_round_trip(g, "zoo_" + GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Zoo, ::testing::ValuesIn(architectures()));
@@ -251,7 +314,9 @@ TEST(Folds, RoundTrip) {
     for (Mode mode : {Mode::inference, Mode::training}) {
       const Graph g = lnv::load_model((kSource / file).string());
       const Graph folded = lnv::apply_fold(g, lnv::detect_foldable(g, mode));
-      check_round_trip(folded, fs::path(file).stem().string() + (mode == Mode::inference ? "_fold_inference" : "_fold_training"));
+      const std::string tag = fs::path(file).stem().string() + (mode == Mode::inference ? "_fold_inference" : "_fold_training");
+      check_round_trip(folded, tag);
+      check_exact_round_trip(folded, tag);
     }
 }
 
@@ -287,7 +352,11 @@ class Report : public ::testing::Environment {
     const Stats& s = stats();
     std::cout << "ONNX export round trips: " << s.models << " models; " << s.same_function
               << " compute the same function (worst relative difference " << s.worst << "), "
-              << s.same_verdicts << " give the same verdicts\n";
+              << s.same_verdicts << " give the same verdicts\n"
+              << "float64 export round trips proved by equiv: " << s.exact_models << " models; " << s.equal
+              << " equal, " << s.equal_up_to_storage.size() << " equal up to weight storage (";
+    for (size_t k = 0; k < s.equal_up_to_storage.size(); ++k) std::cout << (k ? " " : "") << s.equal_up_to_storage[k];
+    std::cout << ")\n";
     std::error_code ec;
     fs::remove_all(scratch(), ec);
   }
