@@ -228,6 +228,9 @@ edit "$T/eq_equal.json" "$T/eq_outcome.json" 'd["outcome"] = "holds"'
 invalid "equiv: check's outcome word" equiv "$T/eq_outcome.json" "/outcome: 'holds' is not one of"
 # JUnit: one case per quantity; equal passes, different fails with the size, inconclusive errs.
 for x in equal diff inc; do junit_valid "equiv $x" "$T/eq_$x.xml"; done
+run "equiv --junit over model B" 2 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --junit "$T/vit.rms.json"
+has "equiv --junit over an input: refused, naming the option" "--junit"
+run "equiv --format html is not a format" 2 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --format html
 [ "$(count "$T/eq_equal.xml" //testcase)" = 2 ] && [ "$(count "$T/eq_equal.xml" "//testcase[failure or error or skipped]")" = 0 ] \
   && ok "equiv junit equal: 2 passing cases (output, gradient)" || bad "equiv junit equal"
 [ "$(count "$T/eq_diff.xml" "//testcase[@name=\"gradient of input 'image'\"]/failure[starts-with(@message, 'different: max abs ')]")" = 1 ] \
