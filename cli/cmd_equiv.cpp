@@ -1,5 +1,5 @@
 // `lnverify equiv A B [--mode inference|training] [--grad] [--bits N] [--trials K]
-// [--seed S] [--json F] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
+// [--seed S] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
 // mix of model.json and ONNX) compute the same function, by exact evaluation on shared
 // random inputs (checkers/model_equivalence.h).
 //
@@ -14,15 +14,18 @@
 #include "cli/command.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
+#include "cli/report_files.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "reports/equiv_report.h"
+#include "reports/html_report.h"
+#include "reports/junit.h"
 
 namespace lnv::cli {
 namespace {
 
 struct Options {
-  std::string a, b, mode = "inference", json;
+  std::string a, b, mode = "inference", json, junit, html, format = "text";
   std::vector<std::string> dims;
   check::EquivOptions equiv;
 };
@@ -41,15 +44,23 @@ int run(Options& opt) {
   const Graph b = load(opt.b, opt.dims);
   opt.equiv.mode = opt.mode == "training" ? Mode::training : Mode::inference;
   check::require_same_interface(a, opt.a, b, opt.b, opt.equiv.mode);
-  refuse_input_as_output("--json", opt.json, opt.a, a);
-  refuse_input_as_output("--json", opt.json, opt.b, b);
+  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--json", opt.json},
+                                     {"--junit", opt.junit},
+                                     {"--html", opt.html}}) {
+    refuse_input_as_output(option, path, opt.a, a);
+    refuse_input_as_output(option, path, opt.b, b);
+  }
   refuse_exact_beyond_memory(a, opt.a, opt.equiv.bits, opt.equiv.grad ? 4 : 2);
   refuse_exact_beyond_memory(b, opt.b, opt.equiv.bits, opt.equiv.grad ? 4 : 2);
   opt.equiv.a_name = opt.a;
   opt.equiv.b_name = opt.b;
   const report::EquivReport rep = check::equiv_models(a, b, opt.equiv);
-  std::cout << report::to_text(rep);
+  std::cout << (opt.format == "markdown" ? report::to_markdown(rep) : report::to_text(rep));
   if (!opt.json.empty()) write_file_atomically(opt.json, nlohmann::json(rep).dump(2) + "\n");
+  if (!opt.junit.empty()) write_file_atomically(opt.junit, report::junit_xml({report::equiv_junit(rep)}));
+  if (!opt.html.empty())
+    write_file_atomically(opt.html, report::html_page("lnverify equiv: " + opt.a + " and " + opt.b,
+                                                      {report::html_equiv_section(rep)}));
   switch (rep.outcome()) {
     case report::Outcome::holds: return kOk;
     case report::Outcome::fails: return kCheckFails;
@@ -84,6 +95,11 @@ Action setup(CLI::App& sub) {
   sub.add_flag("--strict", opt->equiv.strict,
                "exact equality only: a stable difference is different, however small");
   sub.add_option("--json", opt->json, "also write the report as JSON to this file");
+  sub.add_option("--junit", opt->junit,
+                 "also write JUnit XML to this file: one test case per output and gradient");
+  sub.add_option("--html", opt->html,
+                 "also write a self-contained HTML page: the per-quantity error statistics");
+  add_format_option(sub, opt->format);
   // A model with an op the evaluators cannot compute can be proved neither way:
   // inconclusive, naming the op.
   return [opt]() -> int {

@@ -11,6 +11,9 @@
 //
 // --junit FILE: one test case per case checked, "case <seed>": a failing case is a
 // failure, an inconclusive one is skipped (neither fails the campaign's exit code).
+// --json FILE: the `lnverify.fuzz` report (docs/spec/reports.md): the settings, the
+// counts, and per failing case its seed, kind, replay commands and the files written.
+// Both are written when the campaign ends, also when a failing case stops it.
 //
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR unless only over-cautious
 // under --keep-going), 2 bad options.
@@ -28,6 +31,7 @@
 
 #include "checkers/campaign.h"
 #include "cli/command.h"
+#include "cli/output_paths.h"
 #include "cli/terminal.h"
 #include "core/file_io.h"
 #include "core/error.h"
@@ -51,7 +55,39 @@ struct Options {
   int shrink_attempts = 2000;
   bool keep_going = false;
   std::string junit;  // JUnit XML: one test case per case checked
+  std::string json;   // the lnverify.fuzz report
 };
+
+// The command that replays case `case_seed` with this campaign's settings.
+std::string replay_command(const Options& o, uint64_t case_seed) {
+  std::string cmd = "lnverify fuzz --seed " + std::to_string(case_seed) + " --cases 1 --max-nodes " +
+                    std::to_string(o.max_nodes);
+  if (o.mode != "both") cmd += " --mode " + o.mode;
+  if (o.check.bits != 256) cmd += " --bits " + std::to_string(o.check.bits);
+  if (o.check.trials != 2) cmd += " --trials " + std::to_string(o.check.trials);
+  return cmd;
+}
+
+// The `lnverify check` command that replays the shrunk model of `stem` in `r`'s mode.
+std::string check_command(const Options& o, const std::string& stem, const report::CheckReport& r) {
+  return "lnverify check " + stem + ".model.json --mode " + std::string(mode_name(r.mode)) +
+         " --seed " + std::to_string(r.seed) + " --trials " + std::to_string(r.trials) +
+         " --bits " + std::to_string(o.check.bits);
+}
+
+// The checks of `out` that did not hold, as the report lists them.
+nlohmann::json failing_checks(const check::CaseOutcome& out) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const report::CheckReport& r : out.reports)
+    for (const report::CheckResult& c : r.results)
+      if (c.outcome != report::Outcome::holds)
+        checks.push_back({{"mode", mode_name(r.mode)},
+                          {"kind", c.kind},
+                          {"subject", c.subject},
+                          {"outcome", report::outcome_name(c.outcome)},
+                          {"detail", c.detail}});
+  return checks;
+}
 
 // Whether a failing case is a wrong "yes" (a rewrite that changes the outputs, or a check
 // that throws) rather than only an over-cautious "no".
@@ -71,20 +107,16 @@ std::string write_failure(const Options& o, uint64_t case_seed, const check::Shr
   const nlohmann::json fuzz = {
       {"case_seed", case_seed},
       {"max_nodes", o.max_nodes},
-      {"replay", "lnverify fuzz --seed " + std::to_string(case_seed) + " --cases 1 --max-nodes " +
-                     std::to_string(o.max_nodes)}};
+      {"replay", replay_command(o, case_seed)}};
   g.meta = nlohmann::json{{"fuzz", fuzz}}.dump();
   save_model(g, stem + ".model.json");
   std::ostringstream txt;
-  txt << "case seed " << case_seed << " (replay: lnverify fuzz --seed " << case_seed
-      << " --cases 1 --max-nodes " << o.max_nodes << ")\n"
+  txt << "case seed " << case_seed << " (replay: " << replay_command(o, case_seed) << ")\n"
       << "shrunk in " << s.steps << " steps (" << s.attempts << " candidates) to "
       << s.graph.nodes.size() << " nodes\n";
   if (!s.outcome.error.empty()) txt << "threw: " << s.outcome.error << "\n";
   for (const report::CheckReport& r : s.outcome.reports) {
-    txt << "\nlnverify check " << stem << ".model.json --mode " << mode_name(r.mode)
-        << " --seed " << r.seed << " --trials " << r.trials << " --bits " << o.check.bits << "\n"
-        << report::to_text(r);
+    txt << "\n" << check_command(o, stem, r) << "\n" << report::to_text(r);
   }
   txt << "\n" << gen::describe(s.graph);
   write_file_atomically(stem + ".txt", txt.str());
@@ -128,14 +160,26 @@ report::JunitCase junit_case(uint64_t case_seed, const Graph& g, const check::Ca
   return c;
 }
 
+// A report file is written when the campaign ends, possibly hours later: its directory
+// must exist now, and --json and --junit must not name one file.
+void check_report_paths(const Options& o) {
+  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--json", o.json},
+                                     {"--junit", o.junit}}) {
+    if (path.empty()) continue;
+    check_path_length(path);
+    const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      throw ModelError(std::string("fuzz/") + option, "'" + path + "': " + dir.string() + " is not a directory");
+  }
+  if (!o.json.empty() && !o.junit.empty() && same_file(o.json, o.junit))
+    throw ModelError("fuzz/--json", "'" + o.json + "' is also the --junit output");
+}
+
 int run(const Options& o) {
   check_out_dir(o.out);
+  check_report_paths(o);
   report::JunitSuite suite{"lnverify fuzz (seeds " + std::to_string(o.seed) + "..)", {}, 0};
-  // Writes the JUnit file (if asked for) and passes the exit code on.
-  auto finish = [&](int code) {
-    if (!o.junit.empty()) write_file_atomically(o.junit, report::junit_xml({suite}));
-    return code;
-  };
   gen::GenConfig cfg;
   cfg.max_nodes = o.max_nodes;
   cfg.max_steps = std::max(2, o.max_nodes / 2);
@@ -146,8 +190,46 @@ int run(const Options& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_print = start;
-  size_t counts[3] = {0, 0, 0}, layer_norms = 0, nodes = 0;
-  std::vector<uint64_t> wrong, over_cautious;  // case seeds (--keep-going)
+  size_t counts[3] = {0, 0, 0}, layer_norms = 0, nodes = 0, checked = 0;
+  std::vector<uint64_t> wrong, over_cautious, inconclusive;  // case seeds
+  nlohmann::json failures = nlohmann::json::array();        // the --json entries
+  // Writes the JUnit and JSON files (if asked for) and passes the exit code on.
+  auto finish = [&](int code) {
+    if (!o.junit.empty()) write_file_atomically(o.junit, report::junit_xml({suite}));
+    if (o.json.empty()) return code;
+    nlohmann::json modes_json = nlohmann::json::array();
+    for (Mode m : modes) modes_json.push_back(mode_name(m));
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    const nlohmann::json rep = {
+        {"format", "lnverify.fuzz"},
+        {"version", 1},
+        {"settings",
+         {{"cases", o.cases},
+          {"seed", o.seed},
+          {"max_nodes", o.max_nodes},
+          {"modes", modes_json},
+          {"bits", o.check.bits},
+          {"trials", o.check.trials},
+          {"shrink_attempts", o.shrink_attempts},
+          {"keep_going", o.keep_going},
+          {"out", o.out}}},
+        {"outcome", counts[1] == 0 ? "holds" : "fails"},
+        {"checked", checked},
+        {"stopped_early", checked < size_t(o.cases)},
+        {"counts",
+         {{"holds", counts[0]},
+          {"fails", counts[1]},
+          {"inconclusive", counts[2]},
+          {"wrong_yes", wrong.size()},
+          {"over_cautious_no", over_cautious.size()}}},
+        {"nodes_per_case", checked ? nodes / double(checked) : 0.0},
+        {"layer_norms_per_case", checked ? layer_norms / double(checked) : 0.0},
+        {"seconds", secs},
+        {"failures", failures},
+        {"inconclusive_seeds", inconclusive}};
+    write_file_atomically(o.json, rep.dump(2) + "\n");
+    return code;
+  };
   Progress progress("fuzz", "cases");
   for (int i = 0; i < o.cases; ++i) {
     progress.update(i, o.cases);
@@ -160,19 +242,31 @@ int run(const Options& o) {
     const auto case_start = Clock::now();
     const check::CaseOutcome out = check(g);
     const double case_seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
+    const bool fails = out.outcome == report::Outcome::fails;
     suite.seconds += case_seconds;
-    suite.cases.push_back(junit_case(case_seed, g, out, case_seconds,
-                                     out.outcome == report::Outcome::fails && o.keep_going && !unsound(out)));
+    suite.cases.push_back(junit_case(case_seed, g, out, case_seconds, fails && o.keep_going && !unsound(out)));
+    ++checked;
     ++counts[static_cast<int>(out.outcome)];
     nodes += g.nodes.size();
     if (!out.reports.empty()) layer_norms += out.reports.front().layer_norms;
-    if (out.outcome == report::Outcome::fails) progress.clear();
-    if (out.outcome == report::Outcome::fails && o.keep_going && !unsound(out)) {
-      over_cautious.push_back(case_seed);
+    if (out.outcome == report::Outcome::inconclusive) inconclusive.push_back(case_seed);
+    if (fails) {
+      progress.clear();
+      (unsound(out) ? wrong : over_cautious).push_back(case_seed);
+      failures.push_back({{"case", i},
+                          {"seed", case_seed},
+                          {"kind", unsound(out) ? "wrong_yes" : "over_cautious_no"},
+                          {"nodes", g.nodes.size()},
+                          {"replay", replay_command(o, case_seed)},
+                          {"error", out.error},
+                          {"checks", failing_checks(out)},
+                          {"shrunk", nullptr}});
+    }
+    if (fails && o.keep_going && !unsound(out)) {
       if (!quiet())
         std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
                 << " nodes): over-cautious \"no\" (ln_tight fails); going on\n" << std::flush;
-    } else if (out.outcome == report::Outcome::fails) {
+    } else if (fails) {
       std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
                 << " nodes) FAILS; shrinking...\n" << std::flush;
       const check::Shrunk shrunk = check::shrink_case(s, check, o.shrink_attempts);
@@ -182,8 +276,18 @@ int run(const Options& o) {
       for (const report::CheckReport& r : shrunk.outcome.reports)
         if (r.outcome() == report::Outcome::fails) std::cout << report::to_text(r);
       if (!shrunk.outcome.error.empty()) std::cout << "threw: " << shrunk.outcome.error << "\n";
+      const std::string stem = path.substr(0, path.size() - std::string(".model.json").size());
+      nlohmann::json commands = nlohmann::json::array();
+      for (const report::CheckReport& r : shrunk.outcome.reports) commands.push_back(check_command(o, stem, r));
+      failures.back()["shrunk"] = {{"nodes", shrunk.graph.nodes.size()},
+                                   {"steps", shrunk.steps},
+                                   {"attempts", shrunk.attempts},
+                                   {"model", path},
+                                   {"text", stem + ".txt"},
+                                   {"check_commands", commands},
+                                   {"error", shrunk.outcome.error},
+                                   {"checks", failing_checks(shrunk.outcome)}};
       if (!o.keep_going) return finish(kCheckFails);
-      wrong.push_back(case_seed);
     }
     const auto now = Clock::now();
     if (!quiet() && (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases)) {
@@ -240,6 +344,8 @@ Action setup(CLI::App& sub) {
                  "candidate graphs tried while shrinking (default 2000)")
       ->check(CLI::Range(0, 1 << 30));
   sub.add_option("--junit", o->junit, "also write JUnit XML to FILE: one test case per case");
+  sub.add_option("--json", o->json,
+                 "also write the campaign's report as JSON to FILE: settings, counts, failing cases");
   sub.add_flag("--keep-going", o->keep_going,
                "go on after a failing case; count wrong \"yes\" and over-cautious \"no\" apart");
   return [o]() -> int { return run(*o); };

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "reports/check_report.h"
+
 namespace lnv::report {
 
 std::string_view equiv_outcome_name(Outcome o) {
@@ -64,9 +66,9 @@ void to_json(nlohmann::json& j, const EquivReport& r) {
 }
 
 namespace {
-std::string sci(double v) {
+std::string sci(double v, const char* fmt = "%.3g") {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
+  std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
 }
 }  // namespace
@@ -90,6 +92,34 @@ std::string to_text(const EquivReport& r) {
     }
   }
   os << "result: " << equiv_outcome_name(r.outcome()) << " (" << r.count(Outcome::holds)
+     << " equal, " << r.count(Outcome::fails) << " different, "
+     << r.count(Outcome::inconclusive) << " inconclusive)\n";
+  return os.str();
+}
+
+std::string to_markdown(const EquivReport& r) {
+  std::ostringstream os;
+  os << "Exact equivalence of " << markdown_cell(r.a) << " and " << markdown_cell(r.b) << ": "
+     << mode_name(r.mode) << " mode, " << r.bits << "-bit MPFR, " << r.trials << " trials, seed "
+     << r.seed << (r.grad ? ", input gradients compared" : "") << ".\n\n"
+     << "| quantity | outcome | elements | abs max | abs mean | abs median | abs p99 | rel max "
+        "| rel mean | rel median | rel p99 | bound | bits |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const EquivQuantity& q : r.quantities) {
+    const ErrorStats& s = q.stats;
+    os << "| " << markdown_cell(s.quantity) << " | " << equiv_outcome_name(q.outcome)
+       << (q.up_to_weight_storage ? " (up to weight storage)" : "") << " | " << s.elements
+       << " | " << sci(s.max_abs) << " | " << sci(s.mean_abs) << " | " << sci(s.median_abs)
+       << " | " << sci(s.p99_abs) << " | " << sci(s.max_rel) << " | " << sci(s.mean_rel) << " | "
+       << sci(s.median_rel) << " | " << sci(s.p99_rel) << " | " << sci(s.bound) << " | " << s.bits
+       << " |\n";
+  }
+  for (const EquivQuantity& q : r.quantities)
+    if (q.worst)
+      os << "\n" << markdown_cell(q.stats.quantity) << ": worst on trial " << q.worst->trial
+         << " (run seed " << q.worst->seed << "), element " << to_string(q.worst->index) << ": A "
+         << sci(q.worst->a, "%.17g") << ", B " << sci(q.worst->b, "%.17g") << ".\n";
+  os << "\n**Result: " << equiv_outcome_name(r.outcome()) << "** (" << r.count(Outcome::holds)
      << " equal, " << r.count(Outcome::fails) << " different, "
      << r.count(Outcome::inconclusive) << " inconclusive)\n";
   return os.str();

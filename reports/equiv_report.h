@@ -65,4 +65,9 @@ void to_json(nlohmann::json& j, const EquivReport& r);
 // One line per quantity, the worst element of each different one, and a result line.
 std::string to_text(const EquivReport& r);
 
+// Markdown: a line with the models and settings, a table with one row per quantity (its
+// outcome, elements and error statistics), the worst element of each different one, and
+// `**Result: <outcome>**`.
+std::string to_markdown(const EquivReport& r);
+
 }  // namespace lnv::report

@@ -222,6 +222,51 @@ std::string html_check_section(const CheckReport& r) {
   return s.str();
 }
 
+std::string html_equiv_section(const EquivReport& r) {
+  auto cls = [](Outcome o) { return o == Outcome::holds ? "yes" : o == Outcome::fails ? "no" : "maybe"; };
+  std::ostringstream s;
+  s << "<section id=\"equiv\"><h2>Equivalence: <span class=\"badge " << cls(r.outcome()) << "\">"
+    << equiv_outcome_name(r.outcome()) << "</span></h2><p class=\"summary\">A <code>"
+    << html_escape(r.a) << "</code>, B <code>" << html_escape(r.b) << "</code>; mode "
+    << mode_name(r.mode) << ", " << r.bits << " bits, " << r.trials << " trials, seed " << r.seed
+    << (r.grad ? ", input gradients compared" : "") << "; " << r.count(Outcome::holds) << " equal, "
+    << r.count(Outcome::fails) << " different, " << r.count(Outcome::inconclusive)
+    << " inconclusive</p>";
+  s << "<table id=\"quantities\"><thead><tr><th>outcome</th><th>quantity</th><th>shape</th>"
+       "<th>elements</th><th>abs max</th><th>abs mean</th><th>abs median</th><th>abs p99</th>"
+       "<th>rel max</th><th>rel mean</th><th>rel median</th><th>rel p99</th><th>bound</th>"
+       "<th>bits</th><th>detail</th></tr></thead><tbody>";
+  std::vector<std::string> labels;
+  std::vector<double> margins;
+  for (const EquivQuantity& q : r.quantities) {
+    const ErrorStats& e = q.stats;
+    s << "<tr class=\"quantity\"><td class=\"" << cls(q.outcome) << "\">"
+      << equiv_outcome_name(q.outcome) << "</td><td><code>" << html_escape(e.quantity)
+      << "</code></td><td>" << to_string(q.shape) << "</td><td>" << e.elements << "</td><td>"
+      << num(e.max_abs) << "</td><td>" << num(e.mean_abs) << "</td><td>" << num(e.median_abs)
+      << "</td><td>" << num(e.p99_abs) << "</td><td>" << num(e.max_rel) << "</td><td>"
+      << num(e.mean_rel) << "</td><td>" << num(e.median_rel) << "</td><td>" << num(e.p99_rel)
+      << "</td><td>" << num(e.bound) << "</td><td>" << e.bits << "</td><td>" << html_escape(q.detail);
+    if (q.worst)
+      s << "<p>worst on trial " << q.worst->trial << " (run seed " << q.worst->seed << "): element "
+        << to_string(q.worst->index) << ", A " << num(q.worst->a, "%.17g") << ", B "
+        << num(q.worst->b, "%.17g") << "</p>";
+    s << "</td></tr>";
+    if (e.bound > 0) {
+      labels.push_back(e.quantity);
+      margins.push_back(e.max_abs > 0 ? std::log10(e.bound / e.max_abs) : NAN);
+    }
+  }
+  s << "</tbody></table>";
+  if (!labels.empty())
+    s << "<div class=\"plotbox\">"
+      << svg_bars("margin: log10(bound / max abs difference), higher is safer; below 0: above the bound",
+                  labels, {{"decimal digits of margin", "#43a047", margins}})
+      << "<p class=\"note\">A quantity with no difference at all has no bar.</p></div>";
+  s << "</section>";
+  return s.str();
+}
+
 std::string html_bench_section(const nlohmann::json& bench) {
   std::ostringstream s;
   s << "<section id=\"bench\"><h2>Speed</h2>";

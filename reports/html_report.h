@@ -18,6 +18,7 @@
 #include "core/analysis/fold_plan.h"
 #include "core/graph.h"
 #include "reports/check_report.h"
+#include "reports/equiv_report.h"
 #include "reports/graph_dot.h"
 
 namespace lnv::report {
@@ -34,6 +35,11 @@ std::string html_audit_section(const Graph& g, const FoldPlan& plan, const std::
 // a plot of each check's margin (decimal digits between the difference and its bound), the
 // divergences and the training drift.
 std::string html_check_section(const CheckReport& r);
+
+// The two models, the outcome, one table row per compared quantity with its outcome and
+// error statistics, a plot of each quantity's margin, and the worst element of each
+// different one.
+std::string html_equiv_section(const EquivReport& r);
 
 // `bench` is the report `lnverify bench --json` writes: the BLAS, the kernel table and its
 // ratio plot, the model timings and their plot.

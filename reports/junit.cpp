@@ -35,9 +35,9 @@ std::string seconds(double s) {
 
 constexpr const char* kModes[2] = {"inference", "training"};
 
-std::string sci(double v) {
+std::string sci(double v, const char* fmt = "%.3g") {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
+  std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
 }
 
@@ -177,6 +177,32 @@ JunitSuite check_junit(const CheckReport& r) {
         result == R::passed ? "" : std::string(outcome_name(c.outcome)) + ": " + (c.detail.empty() ? numbers : c.detail);
     s.cases.push_back({"lnverify.check." + r.model + "." + mode, c.kind + " " + c.subject, result,
                        message, text, 0});
+  }
+  return s;
+}
+
+JunitSuite equiv_junit(const EquivReport& r) {
+  using R = JunitCase::Result;
+  JunitSuite s;
+  const std::string mode(mode_name(r.mode));
+  s.name = "lnverify equiv " + r.a + " " + r.b + " (" + mode + ")";
+  for (const EquivQuantity& q : r.quantities) {
+    const ErrorStats& e = q.stats;
+    std::string text = "max abs " + sci(e.max_abs) + ", max rel " + sci(e.max_rel) + ", p99 abs " +
+                       sci(e.p99_abs) + ", bound " + sci(e.bound) + ", " + std::to_string(e.bits) +
+                       " bits, " + std::to_string(e.elements) + " elements";
+    if (!q.detail.empty()) text = q.detail + "\n" + text;
+    if (q.worst)
+      text += "\nworst on trial " + std::to_string(q.worst->trial) + " (run seed " +
+              std::to_string(q.worst->seed) + "): element " + to_string(q.worst->index) +
+              ", A " + sci(q.worst->a, "%.17g") + ", B " + sci(q.worst->b, "%.17g");
+    const R result = q.outcome == Outcome::holds ? R::passed
+                     : q.outcome == Outcome::fails ? R::failure
+                                                   : R::error;
+    std::string message;
+    if (result == R::failure) message = "different: max abs " + sci(e.max_abs) + ", max rel " + sci(e.max_rel);
+    else if (result == R::error) message = "inconclusive: " + q.detail;
+    s.cases.push_back({"lnverify.equiv." + mode, e.quantity, result, message, text, 0});
   }
   return s;
 }

@@ -7,6 +7,9 @@
 //          regression (audit_diff.h) is a failure, an improvement passes
 //   check  one per check, "<kind> <subject>": holds passes, fails is a failure,
 //          inconclusive an error, each carrying the detail
+//   equiv  one per compared quantity, "output 'y'" or "gradient of input 'x'": equal
+//          passes, different is a failure with the size of the difference,
+//          inconclusive an error
 //   fuzz   one per case, "case <seed>": fails is a failure, inconclusive is skipped (it
 //          does not fail the campaign either)
 #pragma once
@@ -18,6 +21,7 @@
 
 #include "reports/audit_diff.h"
 #include "reports/check_report.h"
+#include "reports/equiv_report.h"
 
 namespace lnv::report {
 
@@ -42,5 +46,6 @@ std::string junit_xml(const std::vector<JunitSuite>& suites);
 // `audit` is an audit report (audit_json); `diff`, when given, its comparison with a baseline.
 JunitSuite audit_junit(const nlohmann::json& audit, const AuditDiff* diff);
 JunitSuite check_junit(const CheckReport& r);
+JunitSuite equiv_junit(const EquivReport& r);
 
 }  // namespace lnv::report

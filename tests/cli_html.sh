@@ -83,6 +83,26 @@ for m in swin gpt2 deep; do
 done
 if console check "$T/check.html"; then ok "check page: loads with no console message"; else bad "check page: console messages"; fi
 
+# equiv --html: a tiny ViT against its fold, with the input gradient, and a wrong fold.
+run "equiv: zoo vit" 0 "$LNV" zoo vit --layers 1 --hidden 8 --heads 2 --image 8 --patch 4 --classes 3 --dropout 0 -o "$T/evit.json"
+run "equiv: fold vit" 0 "$LNV" fold "$T/evit.json" -o "$T/evit.rms.json"
+run "equiv --html: equal" 0 "$LNV" equiv "$T/evit.json" "$T/evit.rms.json" --grad --trials 2 --json "$T/equiv.json" --html "$T/equiv.html"
+run "equiv --html: different (--strict)" 1 env PATH=/nonexistent "$LNV" equiv "$T/evit.json" "$T/evit.rms.json" --grad --trials 2 --strict --html "$T/equiv_diff.html"
+for p in equiv equiv_diff; do
+  self_contained "$p page" "$T/$p.html"
+  if console "$p" "$T/$p.html"; then ok "$p page: loads with no console message"; else bad "$p page: console messages"; fi
+done
+n_q=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['quantities']))" "$T/equiv.json")
+n_rows=$(grep -o '<tr class="quantity"><td class="yes">equal</td>' "$T/equiv.dom" | wc -l)
+if [ "$n_q" = 2 ] && [ "$n_rows" = 2 ]; then ok "equiv page: one equal row per quantity (output, gradient)"
+else bad "equiv page: $n_rows equal rows, $n_q quantities"; fi
+grep -c "<td><code>gradient of input 'image'</code></td>" "$T/equiv.dom" > "$T/out"
+if [ "$(cat "$T/out")" = 1 ]; then ok "equiv page: the gradient's row"; else bad "equiv page: no gradient row"; fi
+n_diff=$(grep -o '<tr class="quantity"><td class="no">different</td>' "$T/equiv_diff.dom" | wc -l)
+if [ "$n_diff" = 2 ] && grep -q 'worst on trial' "$T/equiv_diff.dom" && grep -q 'evit.rms.json' "$T/equiv_diff.dom"
+then ok "equiv page (different, no dot needed): 2 different rows, the worst element, the models' names"
+else bad "equiv page different: $n_diff rows"; fi
+
 if "$LNV" fidelity --help > /dev/null 2>&1; then  # built with LibTorch
   run "bench --html" 0 "$LNV" bench --zoo gpt2 --layers 1 --hidden 16 --heads 2 --vocab 20 \
     --seq 4,8 --repeats 2 --no-kernels --json "$T/bench.json" --html "$T/bench.html"

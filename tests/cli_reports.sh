@@ -192,6 +192,104 @@ has "check markdown: the tables parse and hold the JSON's outcomes" "markdown ch
 run "--format markdown with --json -" 2 "$LNV" audit "$G" --format markdown --json -
 run "--format html is not a format" 2 "$LNV" audit "$G" --format html
 
+# --- equiv: JSON, JUnit, Markdown on real comparisons ------------------------------------------
+# A tiny ViT (float image input: --grad compares its gradient) against its fold: equal (up to
+# the double rounding of the centered weights); --strict: different; --bits 24: inconclusive.
+run "zoo vit (float input)" 0 "$LNV" zoo vit --layers 1 --hidden 8 --heads 2 --image 8 --patch 4 --classes 3 --dropout 0 -o "$T/vit.json"
+run "fold vit" 0 "$LNV" fold "$T/vit.json" -o "$T/vit.rms.json"
+run "equiv --grad: equal" 0 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --grad --trials 2 \
+  --json "$T/eq_equal.json" --junit "$T/eq_equal.xml"
+valid "equiv equal, with --grad" equiv "$T/eq_equal.json"
+run "equiv --grad --strict: different" 1 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --grad --trials 2 --strict \
+  --json "$T/eq_diff.json" --junit "$T/eq_diff.xml" --format markdown
+cp "$T/out" "$T/eq_diff.md"
+valid "equiv different, with --grad" equiv "$T/eq_diff.json"
+run "equiv --bits 24: inconclusive" 3 "$LNV" equiv "$G" "$G" --bits 24 --trials 1 --json "$T/eq_inc.json" --junit "$T/eq_inc.xml"
+valid "equiv inconclusive" equiv "$T/eq_inc.json"
+run "fold gpt2_tiny --mode training" 0 "$LNV" fold "$G" --mode training -o "$T/g.train.json"
+run "equiv training mode (shared dropouts)" 0 "$LNV" equiv "$G" "$T/g.train.json" --mode training --grad --trials 1 --json "$T/eq_train.json"
+valid "equiv training" equiv "$T/eq_train.json"
+python3 - "$T/eq_equal.json" "$T/eq_diff.json" "$T/eq_inc.json" > "$T/out" <<'PY'
+import json, sys
+eq, diff, inc = (json.load(open(f)) for f in sys.argv[1:])
+print("quantities", [q["quantity"] for q in eq["quantities"]])
+print("outcomes", eq["outcome"], diff["outcome"], inc["outcome"])
+print("different has worst:", all(q["worst"] is not None for q in diff["quantities"]))
+PY
+has "equiv reports: the output and the input gradient" "quantities \[\"output 'head'\", \"gradient of input 'image'\"\]"
+has "equiv reports: the three outcomes" "outcomes equal different inconclusive"
+has "equiv different: each quantity names its worst element" "different has worst: True"
+edit "$T/eq_diff.json" "$T/eq_noworst.json" 'd["quantities"][0]["worst"] = None'
+invalid "equiv: a different quantity without its worst element" equiv "$T/eq_noworst.json" "/quantities/0/worst: None is not of type 'object'"
+edit "$T/eq_equal.json" "$T/eq_bad.json" 'd["quantities"][1]["stats"]["abs"]["p99"] = -1; d["counts"]["same"] = 2'
+invalid "equiv: a negative p99 and an unknown count" equiv "$T/eq_bad.json" "/quantities/1/stats/abs/p99: -1 is less than the minimum of 0"
+has "equiv: the unknown count named" "/counts: Additional properties are not allowed \('same'"
+edit "$T/eq_equal.json" "$T/eq_outcome.json" 'd["outcome"] = "holds"'
+invalid "equiv: check's outcome word" equiv "$T/eq_outcome.json" "/outcome: 'holds' is not one of"
+# JUnit: one case per quantity; equal passes, different fails with the size, inconclusive errs.
+for x in equal diff inc; do junit_valid "equiv $x" "$T/eq_$x.xml"; done
+run "equiv --junit over model B" 2 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --junit "$T/vit.rms.json"
+has "equiv --junit over an input: refused, naming the option" "--junit"
+run "equiv --format html is not a format" 2 "$LNV" equiv "$T/vit.json" "$T/vit.rms.json" --format html
+[ "$(count "$T/eq_equal.xml" //testcase)" = 2 ] && [ "$(count "$T/eq_equal.xml" "//testcase[failure or error or skipped]")" = 0 ] \
+  && ok "equiv junit equal: 2 passing cases (output, gradient)" || bad "equiv junit equal"
+[ "$(count "$T/eq_diff.xml" "//testcase[@name=\"gradient of input 'image'\"]/failure[starts-with(@message, 'different: max abs ')]")" = 1 ] \
+  && ok "equiv junit different: the gradient's case fails with the size" || bad "equiv junit different"
+[ "$(count "$T/eq_diff.xml" //failure)" = 2 ] && ok "equiv junit different: both quantities fail" || bad "equiv junit failures"
+[ "$(count "$T/eq_inc.xml" "//testcase[@name=\"output 'logits'\"]/error[starts-with(@message, 'inconclusive: at 25 bits')]")" = 1 ] \
+  && ok "equiv junit inconclusive: an error saying why" || bad "equiv junit inconclusive"
+# Markdown: the quantity table parses and holds the JSON's outcomes and statistics.
+python3 - "$T/eq_diff.md" "$T/eq_diff.json" > "$T/out" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+report = json.load(open(sys.argv[2]))
+cells = lambda l: [c.strip() for c in re.split(r"(?<!\\)\|", l)[1:-1]]
+rows = [cells(l) for l in text.splitlines() if l.startswith("|")]
+assert rows[0] == ["quantity", "outcome", "elements", "abs max", "abs mean", "abs median", "abs p99",
+                   "rel max", "rel mean", "rel median", "rel p99", "bound", "bits"], rows[0]
+body = rows[2:]
+assert len(body) == len(report["quantities"]) and all(len(r) == 13 for r in body), body
+for r, q in zip(body, report["quantities"]):
+    s = q["stats"]
+    assert r[:3] == [q["quantity"], q["outcome"], str(s["elements"])], (r, q)
+    for cell, v in zip(r[3:11], [s["abs"][k] for k in ("max", "mean", "median", "p99")] + [s["rel"][k] for k in ("max", "mean", "median", "p99")]):
+        assert abs(float(cell) - v) <= 5e-3 * v, (cell, v)
+    assert r[12] == str(s["bits"])
+assert "**Result: %s**" % report["outcome"] in text
+print("markdown equiv: %d quantities match the JSON" % len(body))
+PY
+has "equiv markdown: a row per quantity with the JSON's outcome and statistics" "markdown equiv: 2 quantities match the JSON"
+
+# --- fuzz --json -------------------------------------------------------------------------------------
+run "fuzz --json" 0 "$LNV" fuzz --cases 3 --max-nodes 8 --out "$T/fzj" --json "$T/fuzz.json"
+valid "fuzz without a failing case" fuzz "$T/fuzz.json"
+run "fuzz --json over a failing case" 1 "$LNV" fuzz --cases 1 --seed 314870 --shrink-attempts 100 --out "$T/fzj1" --json "$T/fuzz1.json"
+valid "fuzz with a failing case" fuzz "$T/fuzz1.json"
+run "fuzz --json --keep-going over a failing case" 1 "$LNV" fuzz --cases 2 --seed 314869 --keep-going --mode inference --trials 1 --out "$T/fzj2" --json "$T/fuzz2.json"
+valid "fuzz --keep-going" fuzz "$T/fuzz2.json"
+python3 - "$T/fuzz.json" "$T/fuzz1.json" "$T/fuzz2.json" > "$T/out" <<'PY'
+import json, os, sys
+ok, one, kg = (json.load(open(f)) for f in sys.argv[1:])
+print("clean:", ok["outcome"], ok["checked"], sum(ok["counts"][k] for k in ("holds", "fails", "inconclusive")), len(ok["failures"]))
+f = one["failures"][0]
+print("failing:", one["outcome"], f["seed"], f["kind"], f["replay"])
+print("written:", os.path.isfile(f["shrunk"]["model"]), os.path.isfile(f["shrunk"]["text"]), f["shrunk"]["check_commands"][0])
+g = kg["failures"][0]
+print("keep-going:", kg["checked"], kg["counts"]["over_cautious_no"], g["seed"], g["shrunk"], g["replay"])
+PY
+has "fuzz json: 3 cases, counts add up, no failure" "^clean: holds 3 3 0$"
+has "fuzz json: the failing case, its kind and replay" "^failing: fails 314870 over_cautious_no lnverify fuzz --seed 314870 --cases 1 --max-nodes 24$"
+has "fuzz json: the shrunk model and text exist, with the check replay" "^written: True True lnverify check .*fzj1/case-314870.model.json --mode inference --seed 314870"
+has "fuzz json --keep-going: over-cautious, not shrunk, replay with the campaign's options" "^keep-going: 2 1 314870 None lnverify fuzz --seed 314870 --cases 1 --max-nodes 24 --mode inference --trials 1$"
+edit "$T/fuzz1.json" "$T/fuzz_bad.json" 'd["failures"][0]["kind"] = "wrong"; del d["counts"]["wrong_yes"]'
+invalid "fuzz: an unknown kind" fuzz "$T/fuzz_bad.json" "/failures/0/kind: 'wrong' is not one of"
+has "fuzz: the missing count named" "/counts: 'wrong_yes' is a required property"
+run "fuzz --json and --junit one file" 2 "$LNV" fuzz --cases 1 --out "$T/fzj3" --json "$T/same.out" --junit "$T/same.out"
+has "fuzz: --json over --junit refused" "--json: .* is also the --junit output"
+run "fuzz --json into a missing directory, before the campaign" 2 "$LNV" fuzz --cases 1 --out "$T/fzj4" --json "$T/nodir/f.json"
+has "fuzz --json: names the directory" "--json: .*nodir.* is not a directory"
+absent "fuzz --json refused: no campaign ran" "$T/fzj4"
+
 # --- the committed baselines (docs/ci.md; .ci/run runs the same) -----------------------------------
 while read -r model dims; do
   case "$model" in ''|\#*) continue ;; esac
