@@ -8,7 +8,7 @@
 // The input is one row of N token ids (int64, batch 1, seeded, below V). After a warm-up
 // run of each, the models run interleaved (A, B, C, A, B, C, ...) R times; each model's
 // wall time per run is summarised as median, min and max, and divided by the reference's
-// median. Then each model runs P + 1 times in a second session with ORT's profiler on; the
+// median. Each model also runs P + 1 times in a separate session with ORT's profiler on; the
 // first (warm-up) run is dropped and, per run, the kernel time of the norm nodes is summed:
 // nodes whose op is a norm (LayerNormalization, SimplifiedLayerNormalization,
 // RMSNormalization, Skip*), and the nodes of a decomposed RMSNorm (`fold` names them
