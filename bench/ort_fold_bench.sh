@@ -47,13 +47,15 @@ echo "uptime at end: $(uptime)" >&2
 python3 - "$results" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| model | seq | threads | graph | ms median (min–max) | ÷ original | norm kernels µs/run (replaced LNs) | ÷ original | norm ops ORT ran (per run) |")
+print("| model | seq | threads | graph | ms median (min–max) | ÷ original | replaced norms' kernels µs/run, median (min) | ÷ original, median (min) | norm ops ORT ran per run |")
 print("|---|---|---|---|---|---|---|---|---|")
+ref = {}
 for r in rows:
-    t, n = r["ms"], r["replaced_us"]
-    ops = ", ".join(f"{k} {v}" for k, v in sorted(r["norm_ops"].items(), key=lambda kv: -kv[1])) if r["norm_ops"] else ""
-    norm = f'{n["median"]:.0f}' if n else ""
-    ratio = f'{r["replaced_ratio"]:.2f}' if r["replaced_ratio"] is not None else ""
-    print(f'| {r["net"]} | {r["seq"]} | {r["threads"]} | {r["model"]} | {t["median"]:.1f} ({t["min"]:.1f}–{t["max"]:.1f}) '
-          f'| {r["ratio"]:.3f} | {norm} | {ratio} | {ops} |')
+    key = (r["net"], r["seq"], r["threads"])
+    if r["model"] == "orig":
+        ref[key] = r
+    t, n, on = r["ms"], r["replaced_us"], ref[key]["replaced_us"]
+    ops = ", ".join(f"{k} {v}" for k, v in sorted(r["norm_ops"].items(), key=lambda kv: -kv[1]))
+    print(f'| {r["net"]} | {r["seq"]} | {r["threads"]} | {r["model"]} | {t["median"]:.0f} ({t["min"]:.0f}–{t["max"]:.0f}) '
+          f'| {r["ratio"]:.3f} | {n["median"]:.0f} ({n["min"]:.0f}) | {n["median"] / on["median"]:.2f} ({n["min"] / on["min"]:.2f}) | {ops} |')
 EOF
