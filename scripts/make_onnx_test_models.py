@@ -103,13 +103,13 @@ class TinyBert(nn.Module):
     """BERT-shaped: word + position + token-type embeddings, an embedding LayerNorm, a
     post-norm nn.TransformerEncoder, and a pooler on the first token."""
 
-    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16, ffn=None):
         super().__init__()
         self.word = nn.Embedding(vocab, d)
         self.position = nn.Embedding(max_len, d)
         self.token_type = nn.Embedding(2, d)
         self.emb_norm = nn.LayerNorm(d, eps=1e-12)
-        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=ffn or 2 * d, dropout=0.0,
                                            activation="gelu", batch_first=True, norm_first=False)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.pooler = nn.Linear(d, d)
@@ -149,7 +149,7 @@ class TinyCausalLM(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.positions = nn.Parameter(torch.zeros(1, max_len, d))
-        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=ffn or 2 * d, dropout=0.0,
                                            activation="gelu", batch_first=True, norm_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d),
                                              enable_nested_tensor=False)

@@ -1,0 +1,177 @@
+#!/usr/bin/env node
+// Times ONNX models side by side in ONNX Runtime (onnxruntime-node): the first model is
+// the reference (the original), the others its folds. One configuration per call:
+//
+//   node bench/ort_bench.js --seq N --threads T --repeats R [--profile-runs P] [--vocab V] \
+//        LABEL=MODEL.onnx LABEL=MODEL.onnx ...
+//
+// The input is one row of N token ids (int64, batch 1, seeded, below V). After a warm-up
+// run of each, the models run interleaved (A, B, C, A, B, C, ...) R times; each model's
+// wall time per run is summarised as median, min and max, and divided by the reference's
+// median. Each model also runs P + 1 times in a separate session with ORT's profiler on; the
+// first (warm-up) run is dropped and, per run, the kernel time of the norm nodes is summed:
+// nodes whose op is a norm (LayerNormalization, SimplifiedLayerNormalization,
+// RMSNormalization, Skip*), and the nodes of a decomposed RMSNorm (`fold` names them
+// `<LayerNorm node>/RMS/...`, and ORT keeps those names for unfused nodes). The per-run
+// median of that sum is divided by the reference's, for all norms and for the replaced ones
+// only (the reference's LayerNorms that a fold's `/RMS/` nodes are named after). The norm op types and counts the
+// optimised graph ran are printed, so that ORT's fusions show.
+//
+// One JSON line per model goes to stdout. Graph optimisations are ORT's default (all).
+// onnxruntime-node is required from ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+function fail(message) {
+  process.stderr.write(`ort_bench: ${message}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { seq: 128, threads: 1, repeats: 10, profileRuns: 3, vocab: 30522, models: [] };
+  const numeric = { '--seq': 'seq', '--threads': 'threads', '--repeats': 'repeats',
+                    '--profile-runs': 'profileRuns', '--vocab': 'vocab' };
+  for (let i = 0; i < argv.length; ++i) {
+    if (argv[i] in numeric) {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v < (argv[i - 1] === '--profile-runs' ? 0 : 1))
+        fail(`${argv[i - 1]}: expected a whole number, got '${argv[i]}'`);
+      opts[numeric[argv[i - 1]]] = v;
+    } else {
+      const eq = argv[i].indexOf('=');
+      if (eq <= 0) fail(`expected LABEL=MODEL.onnx, got '${argv[i]}'`);
+      const file = argv[i].slice(eq + 1);
+      if (!fs.existsSync(file)) fail(`${file}: no such file`);
+      opts.models.push({ label: argv[i].slice(0, eq), file });
+    }
+  }
+  if (opts.models.length < 1) fail('no model given');
+  return opts;
+}
+
+function loadOrt() {
+  const dir = process.env.LNV_ORT_DIR || path.join(os.homedir(), '.cache', 'lnverify', 'onnxruntime');
+  try {
+    return require(path.join(dir, 'node_modules', 'onnxruntime-node'));
+  } catch (e) {
+    fail(`onnxruntime-node not found under ${dir}/node_modules (bash scripts/setup.sh installs it): ${e.message}`);
+  }
+}
+
+// Token ids from a fixed linear congruential sequence: the same input for every model.
+function tokenIds(ort, seq, vocab) {
+  const ids = new BigInt64Array(seq);
+  let s = 12345;
+  for (let i = 0; i < seq; ++i) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    ids[i] = BigInt(s % vocab);
+  }
+  return new ort.Tensor('int64', ids, [1, seq]);
+}
+
+function sessionOptions(threads, profile) {
+  return { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
+           enableProfiling: profile, profileFilePrefix: path.join(os.tmpdir(), `ort_bench_${process.pid}`) };
+}
+
+function quantile(sorted, q) {
+  const at = (sorted.length - 1) * q, lo = Math.floor(at), hi = Math.ceil(at);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo);
+}
+
+function summary(values) {
+  const s = [...values].sort((a, b) => a - b);
+  return { median: quantile(s, 0.5), min: s[0], max: s[s.length - 1] };
+}
+
+const NORM_OPS = new Set(['LayerNormalization', 'SimplifiedLayerNormalization', 'RMSNormalization',
+                          'SkipLayerNormalization', 'SkipSimplifiedLayerNormalization']);
+
+function isNormNode(name, op) { return NORM_OPS.has(op) || name.includes('/RMS/'); }
+
+// Per profiled run (warm-up dropped), the µs of all norm kernels and of the replaced ones
+// (`replaced`: the LayerNorm nodes a fold rewrote, and every `/RMS/` node); the ops seen.
+function normTimes(trace, replaced) {
+  const runs = trace.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
+  const perRun = runs.map(() => 0), replacedPerRun = runs.map(() => 0);
+  const ops = {};
+  for (const e of trace) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const node = e.name.slice(0, -'_kernel_time'.length);
+    const op = (e.args && e.args.op_name) || '';
+    if (!isNormNode(node, op)) continue;
+    const k = runs.findIndex((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
+    if (k < 0) continue;
+    perRun[k] += e.dur;
+    if (replaced.has(node) || node.includes('/RMS/')) replacedPerRun[k] += e.dur;
+    if (k === 0) ops[op] = (ops[op] || 0) + 1;
+  }
+  return { perRun: perRun.slice(1), replacedPerRun: replacedPerRun.slice(1), ops };
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const ort = loadOrt();
+  const feedsFor = (session) => ({ [session.inputNames[0]]: tokenIds(ort, opts.seq, opts.vocab) });
+
+  const sessions = [];
+  for (const m of opts.models) sessions.push(await ort.InferenceSession.create(m.file, sessionOptions(opts.threads, false)));
+  const times = opts.models.map(() => []);
+  for (const s of sessions) await s.run(feedsFor(s));
+  for (let r = 0; r < opts.repeats; ++r) {
+    for (let k = 0; k < sessions.length; ++k) {
+      const feeds = feedsFor(sessions[k]);
+      const t0 = process.hrtime.bigint();
+      await sessions[k].run(feeds);
+      times[k].push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  }
+  for (const s of sessions) if (s.release) await s.release();
+  sessions.length = 0;
+
+  const norms = [];
+  const traces = [];
+  for (const m of opts.models) {
+    if (opts.profileRuns === 0) { traces.push(null); continue; }
+    const s = await ort.InferenceSession.create(m.file, sessionOptions(opts.threads, true));
+    for (let r = 0; r <= opts.profileRuns; ++r) await s.run(feedsFor(s));
+    s.endProfiling();  // writes <profileFilePrefix>_<date>.json (onnxruntime-node returns nothing)
+    const prefix = `ort_bench_${process.pid}_`;
+    const written = fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(prefix) && f.endsWith('.json'));
+    if (written.length !== 1) throw new Error(`expected one profile ${prefix}*.json in ${os.tmpdir()}, found ${written.length}`);
+    const traceFile = path.join(os.tmpdir(), written[0]);
+    traces.push(JSON.parse(fs.readFileSync(traceFile, 'utf8')));
+    fs.unlinkSync(traceFile);
+    if (s.release) await s.release();
+  }
+  // The LayerNorms the folds replaced: `fold` names an RMSNorm's nodes `<LayerNorm>/RMS/...`.
+  const replaced = new Set();
+  for (const t of traces) {
+    for (const e of t || []) if (e.cat === 'Node' && e.name.includes('/RMS/')) replaced.add(e.name.split('/RMS/')[0]);
+  }
+  for (const t of traces) norms.push(t ? normTimes(t, replaced) : null);
+
+  const ref = summary(times[0]);
+  const refNorm = norms[0] ? summary(norms[0].perRun) : null;
+  const refReplaced = norms[0] ? summary(norms[0].replacedPerRun) : null;
+  opts.models.forEach((m, k) => {
+    const t = summary(times[k]);
+    const n = norms[k] ? summary(norms[k].perRun) : null;
+    const rn = norms[k] ? summary(norms[k].replacedPerRun) : null;
+    process.stdout.write(JSON.stringify({
+      model: m.label, seq: opts.seq, threads: opts.threads, repeats: opts.repeats,
+      ms: t, ratio: t.median / ref.median,
+      norm_us: n, norm_ratio: n && refNorm ? n.median / refNorm.median : null,
+      replaced_us: rn, replaced_ratio: rn && refReplaced ? rn.median / refReplaced.median : null,
+      replaced_layernorms: replaced.size,
+      norm_ops: norms[k] ? norms[k].ops : null,
+    }) + '\n');
+  });
+}
+
+main().catch((e) => {
+  process.stderr.write(`ort_bench: ${e.message}\n`);
+  process.exit(1);
+});
