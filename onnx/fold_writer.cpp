@@ -10,8 +10,8 @@
 //   only the readers that want it are rewired.
 // - a centered constant the importer folded out of a lookup (GPT-2's wpe[positions], a
 //   class token expanded by batch): the file has no initializer for it, and its value holds
-//   only at the bound dims. Centering commutes with the Gather (axis 0), Expand, Reshape,
-//   Unsqueeze, Squeeze or Identity chain that made it when the centered axes are trailing
+//   only at the bound dims. Centering commutes with the Gather (axis 0), Slice, Expand,
+//   Reshape, Unsqueeze, Squeeze or Identity chain that made it when the centered axes are trailing
 //   and keep their dims, so the table at the chain's start is centered instead.
 // - each folded norm: the ONNX nodes meta.onnx.norms lists are replaced, where the last of
 //   them stood, by an RMSNorm spelled as --rms-op says, reading the first node's input and
@@ -584,8 +584,10 @@ class FoldWriter {
     for (size_t j = 0; j < c.axes.size(); ++j)
       if (c.axes[j] != rank - k + int64_t(j))
         throw ModelError(where, "over axes that are not trailing; the ONNX writer cannot center it");
+    // Slice too: it keeps or drops whole entries along its axes; one that cuts a centered
+    // axis changes its dim, which the dims check below refuses (a reversal keeps the mean).
     static const std::set<std::string> chain_ops = {"Gather", "Expand", "Reshape", "Unsqueeze",
-                                                    "Squeeze", "Identity"};
+                                                    "Squeeze", "Identity", "Slice"};
     std::string v = value;
     int first = -1;
     while (!initializer_.count(v)) {
@@ -594,8 +596,8 @@ class FoldWriter {
       const auto& n = mp_.graph().node(it->second);
       if (!chain_ops.count(n.op_type()) || (!n.domain().empty() && n.domain() != "ai.onnx"))
         throw ModelError(where, "computed by " + node_label(it->second) + "; the ONNX writer "
-                                "centers only tables read through Gather, Expand, Reshape, "
-                                "Unsqueeze, Squeeze or Identity");
+                                "centers only tables read through Gather, Slice, Expand, "
+                                "Reshape, Unsqueeze, Squeeze or Identity");
       for (const auto& a : n.attribute())
         if (n.op_type() == "Gather" && a.name() == "axis" && a.i() != 0)
           throw ModelError(where, "read by " + node_label(it->second) + " along axis " +
