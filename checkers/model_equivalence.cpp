@@ -8,10 +8,13 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/agreement.h"
 #include "checkers/equivalence.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
+#include "core/model_json.h"
 
 namespace lnv::check {
 
@@ -32,9 +35,35 @@ bool is_input(const Graph& g, const std::string& name) {
   return g.has(name) && g.ref(name).kind == ValueRef::Kind::input;
 }
 
-int output_position(const Graph& g, const std::string& name) {
-  for (size_t q = 0; q < g.outputs.size(); ++q)
-    if (g.outputs[q] == name) return static_cast<int>(q);
+// The names outputs are paired by. An imported graph names an output after the node
+// computing it and keeps the file's graph output name in meta.onnx.outputs (file name ->
+// output); a fold written back to ONNX replaces a norm's nodes but keeps the file's output
+// names. So two models imported from ONNX pair by the files' output names, any other pair
+// by the outputs' own names.
+std::vector<std::string> file_output_names(const Graph& g) {
+  const nlohmann::json meta = parse_meta(g);
+  if (!meta.contains("onnx") || !meta["onnx"].contains("outputs") ||
+      !meta["onnx"]["outputs"].is_object())
+    return {};
+  std::vector<std::string> keys(g.outputs.size());
+  for (const auto& [file_name, output] : meta["onnx"]["outputs"].items())
+    for (size_t q = 0; q < g.outputs.size(); ++q)
+      if (output.is_string() && output.get<std::string>() == g.outputs[q]) keys[q] = file_name;
+  for (const std::string& k : keys)
+    if (k.empty()) return {};
+  return keys;
+}
+struct OutputKeys {
+  std::vector<std::string> a, b;
+};
+OutputKeys output_keys(const Graph& a, const Graph& b) {
+  OutputKeys k{file_output_names(a), file_output_names(b)};
+  if (k.a.empty() || k.b.empty()) k = {a.outputs, b.outputs};
+  return k;
+}
+int position(const std::vector<std::string>& keys, const std::string& key) {
+  for (size_t q = 0; q < keys.size(); ++q)
+    if (keys[q] == key) return static_cast<int>(q);
   return -1;
 }
 
@@ -66,9 +95,10 @@ void require_same_inputs(const Graph& a, const std::string& an, const Graph& b, 
 }
 
 void require_same_outputs(const Graph& a, const std::string& an, const Graph& b, const std::string& bn) {
+  const OutputKeys keys = output_keys(a, b);
   for (size_t q = 0; q < a.outputs.size(); ++q) {
-    const std::string where = "output '" + a.outputs[q] + "'";
-    const int p = output_position(b, a.outputs[q]);
+    const std::string where = "output '" + keys.a[q] + "'";
+    const int p = position(keys.b, keys.a[q]);
     if (p < 0)
       throw ModelError(where, an + " has this output, " + bn + " does not: equiv compares "
                               "models with the same outputs by name");
@@ -77,8 +107,8 @@ void require_same_outputs(const Graph& a, const std::string& an, const Graph& b,
     if (sa != sb)
       throw ModelError(where, an + " has shape " + to_string(sa) + ", " + bn + " " + to_string(sb));
   }
-  for (const std::string& o : b.outputs)
-    if (output_position(a, o) < 0)
+  for (const std::string& o : keys.b)
+    if (position(keys.a, o) < 0)
       throw ModelError("output '" + o + "'", bn + " has this output, " + an + " does not: "
                        "equiv compares models with the same outputs by name");
 }
@@ -169,9 +199,10 @@ class Runner {
  public:
   Runner(const Graph& a, const Graph& b, const EquivOptions& opt)
       : a_(a), b_(b), opt_(opt), same_weights_(same_weights(a, b)) {
+    const OutputKeys keys = output_keys(a, b);
     for (size_t q = 0; q < a.outputs.size(); ++q)
       quantities_.push_back({"output '" + a.outputs[q] + "'", a.shape_of(a.output_refs[q]),
-                             false, static_cast<int>(q), output_position(b, a.outputs[q])});
+                             false, static_cast<int>(q), position(keys.b, keys.a[q])});
     if (!opt.grad) return;
     for (size_t i = 0; i < a.inputs.size(); ++i)
       if (a.inputs[i].dtype == DType::float_)
