@@ -103,7 +103,7 @@ if [ "$n_diff" = 2 ] && grep -q 'worst on trial' "$T/equiv_diff.dom" && grep -q 
 then ok "equiv page (different, no dot needed): 2 different rows, the worst element, the models' names"
 else bad "equiv page different: $n_diff rows"; fi
 
-if "$LNV" fidelity --help > /dev/null 2>&1; then  # built with LibTorch
+if [ -x "$(dirname "$LNV")/lnverify-torch" ]; then  # built with LibTorch (its helper beside lnverify)
   run "bench --html" 0 "$LNV" bench --zoo gpt2 --layers 1 --hidden 16 --heads 2 --vocab 20 \
     --seq 4,8 --repeats 2 --no-kernels --json "$T/bench.json" --html "$T/bench.html"
   self_contained "bench" "$T/bench.html"

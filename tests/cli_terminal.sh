@@ -49,7 +49,7 @@ tty "fuzz on a TTY" 0 "'$LNV' fuzz --cases 3 --max-nodes 6 --out '$T/fz'"
 has "fuzz TTY: a progress bar" "fuzz \[[=> ]+\] [0-9]+/3 cases"
 "$LNV" fuzz --cases 3 --max-nodes 6 --out "$T/fz" > "$T/out" 2>&1
 lacks "fuzz without a TTY: no bar" "ETA"
-if "$LNV" fidelity --help > /dev/null 2>&1; then
+if [ -x "$(dirname "$LNV")/lnverify-torch" ]; then  # built with LibTorch (its helper beside lnverify)
   tty "fidelity on a TTY" 0 "'$LNV' fidelity '$M' --trials 3"
   has "fidelity TTY: a progress bar" "fidelity \[[=> ]+\] [0-9]+/[0-9]+ trials"
   tty "bench on a TTY" 0 "'$LNV' bench --zoo gpt2 --layers 1 --hidden 16 --heads 2 --vocab 20 --seq 4 --repeats 3 --no-kernels"
