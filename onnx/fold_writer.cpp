@@ -52,22 +52,9 @@ constexpr size_t kSideAlign = 64;    // offsets of tensors in the side file
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
-std::string read_bytes(const fs::path& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw ModelError(path.string(), "cannot read the file's size");
-  if (size >= (uint64_t{2} << 30))
-    throw ModelError(path.string(), "the file is 2 GiB or more; ONNX files keep weights that "
-                                    "large in external data files");
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) throw ModelError(path.string(), "cannot read the file");
-  return bytes;
-}
 
 ox::ModelProto parse_model(const fs::path& path) {
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_onnx_bytes(path);
   ox::ModelProto mp;
   if (!mp.ParseFromString(bytes))
     throw ModelError(path.string(), "not an ONNX model: the bytes do not parse as a ModelProto");

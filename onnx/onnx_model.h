@@ -198,6 +198,10 @@ using DimBindings = std::map<std::string, int64_t>;
 // malformed, missing or unsupported.
 Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {});
 
+// The bytes of an ONNX file, refused (a ModelError naming the file) when unreadable or 2 GiB
+// or more: protobuf's limit for one message, so files that large keep external data.
+std::string read_onnx_bytes(const std::filesystem::path& path);
+
 // Reads one serialized TensorProto (ONNX's test_data_set_*/input_0.pb); errors name the
 // file.
 Tensor load_tensor_pb(const std::filesystem::path& path);

@@ -753,20 +753,6 @@ std::optional<std::string> strip_raw_data(const MappedFile& file, const std::str
 
 // --- loading ---------------------------------------------------------------------------
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelError(path.string(), "cannot open the file");
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw ModelError(path.string(), "cannot read the file's size");
-  if (size >= (uint64_t{2} << 30))
-    throw ModelError(path.string(), "the file is 2 GiB or more; ONNX files keep weights that "
-                                    "large in external data files");
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) throw ModelError(path.string(), "cannot read the file");
-  return bytes;
-}
 
 // A cycle among the main graph's nodes is refused naming them: ONNX's checker would
 // report it as a node out of topological order.
@@ -927,6 +913,21 @@ Model decode_model(const ox::ModelProto& mp, const fs::path& path, const FileCon
 
 }  // namespace
 
+std::string read_onnx_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError(path.string(), "cannot open the file");
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw ModelError(path.string(), "cannot read the file's size");
+  if (size >= (uint64_t{2} << 30))
+    throw ModelError(path.string(), "the file is 2 GiB or more; ONNX files keep weights that "
+                                    "large in external data files");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in) throw ModelError(path.string(), "cannot read the file");
+  return bytes;
+}
+
 Model load_onnx(const fs::path& path, const DimBindings& dims) {
   const std::string file = path.string();
   FileContext ctx{file, path.parent_path().empty() ? fs::path(".") : path.parent_path(), {},
@@ -976,7 +977,7 @@ void load_stored(Tensor& t) {
 }
 
 Tensor load_tensor_pb(const fs::path& path) {
-  const std::string bytes = read_file(path);
+  const std::string bytes = read_onnx_bytes(path);
   ox::TensorProto tp;
   if (!ox::ParseProtoFromBytes(&tp, bytes.data(), bytes.size()))
     throw ModelError(path.string(), "not a serialized ONNX TensorProto");
