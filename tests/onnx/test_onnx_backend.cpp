@@ -14,6 +14,7 @@
 #include "onnx/constant_fold.h"
 #include "onnx/float_formats.h"
 #include "onnx/fold_ops.h"
+#include "tests/onnx/node_test_data.h"
 
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
@@ -58,15 +59,6 @@ Tensor as_declared(Tensor t, ElemType declared) {
   return t;
 }
 
-std::vector<fs::path> inputs_of(const fs::path& dir, const char* prefix) {
-  std::vector<fs::path> files;
-  for (int k = 0;; ++k) {
-    fs::path p = dir / "test_data_set_0" / (std::string(prefix) + std::to_string(k) + ".pb");
-    if (!fs::exists(p)) break;
-    files.push_back(p);
-  }
-  return files;
-}
 
 enum class Outcome { Passed, Failed, Skipped };
 
@@ -88,8 +80,8 @@ NodeTestRun run_node_test(const fs::path& dir) {
   std::vector<const ValueInfo*> feeds;
   for (const ValueInfo& v : model.graph.inputs)
     if (!model.graph.initializer(v.name)) feeds.push_back(&v);
-  const auto input_files = inputs_of(dir, "input_");
-  const auto output_files = inputs_of(dir, "output_");
+  const auto input_files = node_test_files(dir, "input_");
+  const auto output_files = node_test_files(dir, "output_");
   if (input_files.size() != feeds.size()) return {Outcome::Skipped, "optional inputs omitted"};
   for (const ValueInfo& v : model.graph.outputs)
     if (!is_supported_type(v.type)) return {Outcome::Skipped, "output type not held"};

@@ -14,6 +14,7 @@
 #include "core/eval/evaluator.h"
 #include "onnx/constant_fold.h"
 #include "onnx/import.h"
+#include "tests/onnx/node_test_data.h"
 
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
@@ -22,15 +23,6 @@ namespace {
 
 const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
 
-std::vector<fs::path> data_files(const fs::path& dir, const char* prefix) {
-  std::vector<fs::path> files;
-  for (int k = 0;; ++k) {
-    fs::path p = dir / "test_data_set_0" / (std::string(prefix) + std::to_string(k) + ".pb");
-    if (!fs::exists(p)) break;
-    files.push_back(p);
-  }
-  return files;
-}
 
 enum class Outcome { Passed, Failed, Skipped };
 
@@ -77,7 +69,7 @@ bool read_as_weight(const Graph& g, const std::string& v) {
 // training flag), and weights, are constants in a real model: they become initializers, as the folder
 // needs them. The float inputs (and ids) stay graph inputs; their data is returned.
 std::optional<std::vector<lnv::Tensor<double>>> feed(Model& model, const fs::path& dir) {
-  const auto input_files = data_files(dir, "input_");
+  const auto input_files = node_test_files(dir, "input_");
   std::vector<const ValueInfo*> declared;
   for (const ValueInfo& v : model.graph.inputs)
     if (!model.graph.initializer(v.name)) declared.push_back(&v);
@@ -114,7 +106,7 @@ TestRun run_node_test(const fs::path& dir) {
   }
   for (const Node& n : folded.graph.nodes)
     if (!is_imported_op(n.domain, n.op_type)) return {Outcome::Skipped, n.op_type};
-  const auto output_files = data_files(dir, "output_");
+  const auto output_files = node_test_files(dir, "output_");
   lnv::Graph g;
   try {
     g = import_graph(folded);
