@@ -776,10 +776,13 @@ class FoldWriter {
     std::vector<int64_t> axes;
     for (int64_t j = -k; j < 0; ++j) axes.push_back(j);
     if (options_.rms_op == RmsOp::decomposed) {
-      const std::string sq = value("Mul"), ms = value("ReduceMean"), ve = value("Add"),
+      // Pow(x, 2), not Mul(x, x): ONNX Runtime's SimplifiedLayerNormFusion matches
+      // Pow -> ReduceMean -> Add -> Sqrt -> Div(x, .) -> Mul(scale) and runs one fused
+      // kernel (docs/onnx.md, "Which --rms-op").
+      const std::string sq = value("Pow"), ms = value("ReduceMean"), ve = value("Add"),
                         sd = value("Sqrt");
       const std::string scaled = weight ? value("Div") : normed;
-      out.push_back(make_node(base, "Mul", {x, x}, sq));
+      out.push_back(make_node(base, "Pow", {x, float_initializer(base + "/two", {}, {2.0}, type)}, sq));
       ox::NodeProto mean = make_node(base, "ReduceMean", {sq}, ms);
       if (default_opset() >= 18) {
         mean.add_input(int64_initializer(base + "/axes", axes));

@@ -22,7 +22,7 @@ namespace lnv::onnx_import {
 
 // How an RMSNorm is spelled in the written file.
 enum class RmsOp {
-  decomposed,  // Mul(x, x), ReduceMean, Add eps, Sqrt, Div, Mul weight (standard ops)
+  decomposed,  // Pow(x, 2), ReduceMean, Add eps, Sqrt, Div, Mul weight (standard ops)
   ort,         // SimplifiedLayerNormalization (ONNX Runtime's fused kernel, which ONNX
                // Runtime registers in the default domain)
   onnx23,      // RMSNormalization (ONNX opset 23)

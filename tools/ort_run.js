@@ -4,7 +4,9 @@
 // test data folders (test_data_set_0/input_0.pb ...), which lnverify reads with
 // onnx_import::load_tensor_pb.
 //
-//   node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] INPUT.pb...
+//   node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--optimized FILE] INPUT.pb...
+//
+// --optimized FILE saves the graph ORT runs after its optimisations (its fusions), as ONNX.
 //
 // Inputs are fed to the model's inputs in order (or by the TensorProto's name, when it
 // names one of them); output k is written to OUT_DIR/output_<k>.pb, named as the graph
@@ -130,13 +132,17 @@ function encodeTensor(name, tensor) {
 
 // --- the run -----------------------------------------------------------------------------
 async function main(argv) {
-  const usage = 'usage: node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] INPUT.pb...';
+  const usage = 'usage: node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--optimized FILE] INPUT.pb...';
   const args = [];
   let threads = 1;
+  let optimized = null;
   for (let i = 0; i < argv.length; ++i) {
     if (argv[i] === '--threads') {
       threads = Number(argv[++i]);
       if (!Number.isInteger(threads) || threads < 1) fail(`--threads: expected a whole number >= 1, got '${argv[i]}'`);
+    } else if (argv[i] === '--optimized') {
+      optimized = argv[++i];
+      if (!optimized) fail('--optimized: expected a file name');
     } else args.push(argv[i]);
   }
   if (args.length < 2) fail(usage);
@@ -153,6 +159,7 @@ async function main(argv) {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
+    ...(optimized ? { optimizedModelFilePath: optimized } : {}),
   });
   if (inputs.length !== session.inputNames.length)
     fail(`${model} has ${session.inputNames.length} inputs (${session.inputNames.join(', ')}), got ${inputs.length} files`);
