@@ -104,7 +104,11 @@ int fold_to_onnx(const State& st, Mode mode) {
     times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
     t0 = t;
   };
-  Graph g = load_input(st.model, st.dims);
+  // The weights stay in the file: the writer reads each initializer it centers from
+  // there, one at a time, and copies the others' bytes (or leaves them in external data).
+  LoadOptions load;
+  load.defer_values = true;
+  Graph g = load_input(st.model, st.dims, load);
   lap("load");
   const FoldPlan plan = detect_foldable(g, mode);
   lap("detect");

@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/model_json.h"
 #include "core/shape.h"
 #include "onnx/float_formats.h"
 #include "onnx/newer_opsets.h"
@@ -454,7 +455,7 @@ class FoldWriter {
   std::optional<Centering> change_of(const Param& p) const {
     if (!p.center_axes.empty()) return Centering{p.center_axes, false};
     if (!g_.names.count(p.name)) return Centering{{}, true};  // an untied copy, zeroed
-    if (all_zero(p.values) && !g_.zero.count(p.name))
+    if (!p.values_deferred && all_zero(p.values) && !g_.zero.count(p.name))
       return Centering{{}, true};
     return std::nullopt;
   }
@@ -716,6 +717,11 @@ class FoldWriter {
         if (Shape(t.dims().begin(), t.dims().end()) == p.shape && t.data_type() == type) return init;
       }
     }
+    if (p.values_deferred) {  // a norm param the fold changed, still in the file
+      Param loaded = p;
+      materialize_values(loaded, model_dir_.string());
+      return float_initializer(base + "/" + what, p.shape, effective_values(loaded), type);
+    }
     return float_initializer(base + "/" + what, p.shape, effective_values(p), type);
   }
 
@@ -912,7 +918,7 @@ ImportedParams imported_params(const lnv::Graph& original) {
   ImportedParams out;
   for (const Param& p : original.params) {
     out.names.insert(p.name);
-    if (std::all_of(p.values.begin(), p.values.end(), [](double x) { return x == 0.0; }))
+    if (!p.values_deferred && std::all_of(p.values.begin(), p.values.end(), [](double x) { return x == 0.0; }))
       out.zero.insert(p.name);
   }
   return out;

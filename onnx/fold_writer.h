@@ -48,7 +48,8 @@ struct FoldWriteSummary {
 };
 
 // What the writer needs of the imported graph before the fold: its params' names and
-// which of them are all zeros (so that a param the fold zeroed is told from one that was),
+// which of them are all zeros (so that a param the fold zeroed is told from one that was;
+// a param whose values were deferred is not known to be zero),
 // without their values, so the fold may rewrite the graph in place.
 struct ImportedParams {
   std::set<std::string> names;
