@@ -24,8 +24,10 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +40,7 @@
 #include "core/file_io.h"
 #include "core/model_json.h"
 #include "core/shape.h"
+#include "core/stream_center.h"
 #include "onnx/float_formats.h"
 #include "onnx/newer_opsets.h"
 
@@ -414,9 +417,72 @@ class FoldWriter {
 
   bool uses_external_data() const { return !input_data_files_.empty(); }
 
-  // `values` as the data of `t`: in the side file when the input keeps external data and
-  // the tensor was external or is 1 KiB or more; inline otherwise.
+  // A new initializer holding `src` (dims `dims`) centered as `c` says over `shape`.
+  std::string centered_initializer(const std::string& base, const Shape& dims,
+                                   const ox::TensorProto& src, const Shape& shape, const Centering& c) {
+    ox::TensorProto t;
+    t.set_name(fresh(base));
+    t.set_data_type(src.data_type());
+    for (int64_t d : dims) t.add_dims(d);
+    store_centered(t, src, shape, c.axes, c.remove, is_external(src));
+    new_initializers_.push_back(std::move(t));
+    ++summary_.centered_copies;
+    return new_initializers_.back().name();
+  }
+
+  // The values of float initializer `src` (row-major, `shape`) centered over `axes`, or
+  // zeroed, as the data of `t` (of src's type). An external float32 `src` is streamed
+  // chunk by chunk from its data file into the side file (stream_centered: the same
+  // arithmetic as centered_values, rounded once to float); others are centered in memory.
+  void store_centered(ox::TensorProto& t, const ox::TensorProto& src, const Shape& shape,
+                      const Axes& axes, bool remove, bool was_external = false) {
+    const int64_t n = numel_of(src);
+    const size_t width = elem_bytes(src.data_type());
+    const size_t nbytes = size_t(n) * width;
+    if (remove) {
+      store_bytes(t, nbytes, [&](const ByteSink& sink) {
+        const std::string zeros(std::min<size_t>(nbytes, size_t{1} << 20), '\0');
+        for (size_t done = 0; done < nbytes; done += zeros.size())
+          sink(zeros.data(), std::min(zeros.size(), nbytes - done));
+      }, was_external);
+      return;
+    }
+    if (!is_external(src) || src.data_type() != ox::TensorProto::FLOAT ||
+        std::endian::native != std::endian::little) {
+      store(t, centered_values(decode_floats(src, model_dir_), shape, axes, false), was_external);
+      return;
+    }
+    const std::string where = "initializer " + in_quotes(src.name());
+    const fs::path data = model_dir_ / external_key(src, "location");
+    const std::string off = external_key(src, "offset");
+    const int64_t base = off.empty() ? 0 : std::stoll(off);
+    store_bytes(t, nbytes, [&](const ByteSink& sink) {
+      std::ifstream in(data, std::ios::binary);
+      auto read = [&](uint64_t done, uint64_t count, float* dst) {
+        in.seekg(base + int64_t(done * 4));
+        in.read(reinterpret_cast<char*>(dst), std::streamsize(count * 4));
+        if (!in) throw ModelError(where, "its external data cannot be read");
+      };
+      auto append = [&](const float* v, uint64_t count) {
+        sink(reinterpret_cast<const char*>(v), count * 4);
+      };
+      stream_centered<float, float>(shape, axes, uint64_t(n), read, append, where);
+    }, was_external);
+  }
+
+  // `values` as the data of `t` (see store_bytes).
   void store(ox::TensorProto& t, const std::vector<double>& values, bool was_external = false) {
+    const std::string bytes = encode_floats(values, t.data_type());
+    store_bytes(t, bytes.size(), [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); },
+                was_external);
+  }
+
+  // The `nbytes` bytes `emit` hands to its sink, in order, as the data of `t`: in the side
+  // file when the input keeps external data and the tensor was external or is 1 KiB or
+  // more (streamed: never held whole); inline otherwise.
+  using ByteSink = std::function<void(const char*, size_t)>;
+  void store_bytes(ox::TensorProto& t, size_t nbytes, const std::function<void(const ByteSink&)>& emit,
+                   bool was_external) {
     was_external = was_external || is_external(t);
     t.clear_raw_data();
     t.clear_float_data();
@@ -424,16 +490,24 @@ class FoldWriter {
     t.clear_int32_data();
     t.clear_external_data();
     t.clear_data_location();
-    std::string bytes = encode_floats(values, t.data_type());
-    if (!uses_external_data() || (!was_external && bytes.size() < 1024)) {
+    if (!uses_external_data() || (!was_external && nbytes < 1024)) {
+      std::string bytes;
+      bytes.reserve(nbytes);
+      emit([&](const char* b, size_t n) { bytes.append(b, n); });
+      if (bytes.size() != nbytes) throw InternalError("store_bytes: " + t.name() + ": wrong byte count");
       t.set_raw_data(std::move(bytes));
       return;
     }
     if (!side_) side_ = std::make_unique<AtomicFileWriter>(side_path().string());
     const size_t offset = (side_size_ + kSideAlign - 1) / kSideAlign * kSideAlign;
     side_->write(std::string(offset - side_size_, '\0'));
-    side_->write(bytes);
-    side_size_ = offset + bytes.size();
+    size_t written = 0;
+    emit([&](const char* b, size_t n) {
+      side_->write(std::string_view(b, n));
+      written += n;
+    });
+    if (written != nbytes) throw InternalError("store_bytes: " + t.name() + ": wrong byte count");
+    side_size_ = offset + nbytes;
     t.set_data_location(ox::TensorProto::EXTERNAL);
     auto add = [&](const char* key, const std::string& value) {
       auto* kv = t.add_external_data();
@@ -442,7 +516,7 @@ class FoldWriter {
     };
     add("location", side_path().filename().string());
     add("offset", std::to_string(offset));
-    add("length", std::to_string(bytes.size()));
+    add("length", std::to_string(nbytes));
   }
 
   // --- centered params ------------------------------------------------------------------
@@ -537,19 +611,17 @@ class FoldWriter {
     for (const Slot& s : readers_.at(value))
       if (!removed_by_norm(s.node)) every_reader = every_reader && slots.count(s);
     auto& proto = *mp_.mutable_graph()->mutable_initializer(initializer_.at(value));
-    const std::vector<double> raw = decode_floats(proto, model_dir_);
+    const ox::TensorProto src = proto;  // where the data is read from (external: no data copied)
     for (const std::string& p : params) {
       const Param& fp = f_.params[f_.param_index(p)];
       const Centering& c = centering.at(p);
-      const std::vector<double> v = centered_values(raw, fp.shape, c.axes, c.remove);
       if (every_reader && params.size() == 1) {
-        store(proto, v);
+        store_centered(proto, src, fp.shape, c.axes, c.remove);
         ++summary_.centered_in_place;
         return;
       }
       const Shape dims(proto.dims().begin(), proto.dims().end());
-      const std::string name =
-          float_initializer(value + ".centered", dims, v, proto.data_type(), is_external(proto));
+      const std::string name = centered_initializer(value + ".centered", dims, src, fp.shape, c);
       for (const auto& [s, q] : slots)
         if (q == p) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, name);
     }
@@ -602,13 +674,13 @@ class FoldWriter {
       throw ModelError(where, "whose centered axes do not keep the dims of the table " + in_quotes(v));
     Axes axes;
     for (int64_t j = trank - k; j < trank; ++j) axes.push_back(j);
-    const std::vector<double> centered = centered_values(decode_floats(table, model_dir_), dims, axes, c.remove);
+    const Centering wanted{axes, c.remove};
     if (readers_.at(v).size() == 1) {
-      store(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), centered);
+      const ox::TensorProto src = table;
+      store_centered(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), src, dims, axes, c.remove);
       ++summary_.centered_in_place;
     } else {
-      const std::string name =
-          float_initializer(v + ".centered", dims, centered, table.data_type(), is_external(table));
+      const std::string name = centered_initializer(v + ".centered", dims, table, dims, wanted);
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
     }
   }

@@ -61,14 +61,27 @@ struct Folded {
   FoldWriteSummary summary;
 };
 
-Folded fold_to(const fs::path& src, const DimBindings& dims, const fs::path& out, RmsOp op) {
+// With `deferred`, the file is written as `lnverify fold` writes it: from an import that
+// left the weights in the file (the writer reads what it centers from there); `original`
+// and `folded` are still the fully loaded graphs, for the checks.
+Folded fold_to(const fs::path& src, const DimBindings& dims, const fs::path& out, RmsOp op,
+               bool deferred = false) {
   Folded f{import_onnx(src, dims), {}, {}, {}};
   f.plan = lnv::detect_foldable(f.original, lnv::Mode::inference);
   f.folded = lnv::apply_fold(f.original, f.plan);
   FoldWriteOptions options;
   options.rms_op = op;
   options.sync = false;
-  f.summary = write_folded_onnx(src, imported_params(f.original), f.folded, f.plan.fold, out, options);
+  if (deferred) {
+    lnv::Graph lazy = import_onnx(src, dims, /*defer_values=*/true);
+    const lnv::FoldPlan plan = lnv::detect_foldable(lazy, lnv::Mode::inference);
+    EXPECT_EQ(plan.fold, f.plan.fold);
+    const ImportedParams params = imported_params(lazy);
+    const lnv::Graph folded = lnv::apply_fold(std::move(lazy), plan);
+    f.summary = write_folded_onnx(src, params, folded, plan.fold, out, options);
+  } else {
+    f.summary = write_folded_onnx(src, imported_params(f.original), f.folded, f.plan.fold, out, options);
+  }
   return f;
 }
 
@@ -401,7 +414,7 @@ TEST(HandMade, TiedEmbeddingGetsAnUntiedCenteredCopy) {
   write_proto(mp, dir / "tied.onnx");
   for (RmsOp op : {RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23}) {
     const fs::path out = dir / (std::string("tied_") + op_name(op) + ".onnx");
-    const Folded f = fold_to(dir / "tied.onnx", {}, out, op);
+    const Folded f = fold_to(dir / "tied.onnx", {}, out, op, /*deferred=*/op == RmsOp::ort);
     ASSERT_EQ(f.plan.fold.size(), 1u);
     EXPECT_NO_THROW(check_onnx_file(out));
     const ox::ModelProto b = read_proto(out);
@@ -446,7 +459,9 @@ TEST(HandMade, DeduplicatedInitializerIsSplit) {
 
 // External data: untouched initializers keep pointing at the input's data file (beside
 // the input) or at a byte-identical copy of it (elsewhere); centered ones go to
-// FOLDED.onnx.data.
+// FOLDED.onnx.data, streamed from the input's data file (the values are checked exactly by
+// expect_same_function), from a fully loaded import and from one that left the weights in
+// the file, as the CLI does.
 TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
   ox::ModelProto mp = read_proto(kDir + "mlp_tiny_opset17.onnx");
   const fs::path dir = temp_dir("external");
@@ -469,9 +484,11 @@ TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
   std::ofstream(dir / "mlp.bin", std::ios::binary) << data;
   write_proto(mp, dir / "mlp.onnx");
   const DimBindings dims{{"batch", 2}};
-  for (const fs::path out : {dir / "beside.onnx", dir / "elsewhere" / "away.onnx"}) {
+  for (const auto& [out, deferred] : std::vector<std::pair<fs::path, bool>>{
+           {dir / "beside.onnx", false}, {dir / "elsewhere" / "away.onnx", false},
+           {dir / "lazy" / "away.onnx", true}}) {
     fs::create_directories(out.parent_path());
-    const Folded f = fold_to(dir / "mlp.onnx", dims, out, RmsOp::decomposed);
+    const Folded f = fold_to(dir / "mlp.onnx", dims, out, RmsOp::decomposed, deferred);
     EXPECT_NO_THROW(check_onnx_file(out));
     EXPECT_EQ(f.summary.side_file, out.string() + ".data");
     EXPECT_TRUE(fs::exists(out.string() + ".data"));
