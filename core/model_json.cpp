@@ -1101,6 +1101,7 @@ std::string json_to_text(const json& j, const ProgressFn& progress = {}) {
         write_compact(out, v[i]);
         out += i + 1 < v.size() ? ",\n" : "\n";
       }
+      if (key == "params") report_progress(progress, "format params", "params", v.size(), v.size());
       out += "  ]";
     } else {
       write_compact(out, v);
@@ -1157,8 +1158,8 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
       return count * (t.dtype == SafetensorsDType::f32 ? 4 : 8);
     };
     for (const SafetensorsWriter::Tensor& t : layout) total += bytes_of(t, uint64_t(numel(t.shape)));
+    report_progress(progress, "write weights", "bytes", done, total);
     for (const SafetensorsWriter::Tensor& t : layout) {
-      report_progress(progress, "write weights", "bytes", done, total);
       if (auto it = sink->tensors.find(t.key); it != sink->tensors.end()) {
         // In chunks, so that a large tensor shows its progress.
         constexpr size_t kChunk = size_t(1) << 20;
@@ -1173,9 +1174,9 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
         const StreamedTensor& st = sink->streamed.at(t.key);
         stream_param(*st.source, *st.param, t.dtype, *weights);
         done += bytes_of(t, uint64_t(numel(t.shape)));
+        report_progress(progress, "write weights", "bytes", done, total);
       }
     }
-    report_progress(progress, "write weights", "bytes", done, total);
     commit_order.push_back(&weights->finish());
   }
   commit_order.insert(commit_order.end(), options.commit_with.begin(), options.commit_with.end());
