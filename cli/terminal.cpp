@@ -11,13 +11,23 @@ namespace {
 
 bool stderr_bar_allowed() { return isatty(2) == 1 && !quiet(); }
 
-// A count as printed: exact below 100000, else scaled with k, M or G ("45.1M").
-std::string count_text(double n, double scale_from) {
+constexpr double kScaleFrom = 100000;  // counts and rates from here on are scaled
+
+// A count as printed: exact below kScaleFrom, else scaled with k, M or G ("45.1M").
+std::string count_text(double n) {
   char buf[32];
-  if (n < scale_from) std::snprintf(buf, sizeof buf, "%.0f", n);
+  if (n < kScaleFrom) std::snprintf(buf, sizeof buf, "%.0f", n);
   else if (n < 1e6) std::snprintf(buf, sizeof buf, "%.1fk", n / 1e3);
   else if (n < 1e9) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
   else std::snprintf(buf, sizeof buf, "%.1fG", n / 1e9);
+  return buf;
+}
+
+// Units per second: two decimals below kScaleFrom ("3.10"), else scaled ("1.2G").
+std::string rate_text(double rate) {
+  if (rate >= kScaleFrom) return count_text(rate);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", rate);
   return buf;
 }
 
@@ -84,19 +94,13 @@ void Progress::update(int64_t done, int64_t total) {
   const double secs = std::chrono::duration<double>(now - start_).count();
   const double rate = secs > 0 ? double(done) / secs : 0;
   constexpr int kWidth = 24;
-  constexpr double kScaleFrom = 100000;
   const int filled = int(double(kWidth) * double(done) / double(total));
   std::string bar(size_t(filled), '=');
   if (filled < kWidth) bar += '>' + std::string(size_t(kWidth - filled - 1), ' ');
-  const std::string rate_text = rate < kScaleFrom ? [&] {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", rate);
-    return std::string(buf);
-  }() : count_text(rate, kScaleFrom);
   char line[512];
   std::snprintf(line, sizeof line, "\r%s [%s] %s/%s %s  %s/s  ETA %s\033[K", what_.c_str(),
-                bar.c_str(), count_text(double(done), kScaleFrom).c_str(),
-                count_text(double(total), kScaleFrom).c_str(), unit_.c_str(), rate_text.c_str(),
+                bar.c_str(), count_text(double(done)).c_str(), count_text(double(total)).c_str(),
+                unit_.c_str(), rate_text(rate).c_str(),
                 rate > 0 ? seconds_text(double(total - done) / rate).c_str() : "?");
   std::cerr << line << std::flush;
   shown_ = true;
