@@ -180,7 +180,7 @@ class FoldWriter {
              const FoldWriteOptions& options)
       : source_(source), g_(original), f_(folded), out_(out), options_(options),
         model_dir_(source.parent_path().empty() ? fs::path(".") : source.parent_path()),
-        mp_((report_progress(options.progress, "parse model", "", 0, 0), parse_model(source))) {
+        mp_(parse_model(source)) {
     const nlohmann::json meta = nlohmann::json::parse(f_.meta.empty() ? "{}" : f_.meta);
     if (!meta.contains("onnx"))
       throw InternalError("write_folded_onnx: the graph was not imported from ONNX");
@@ -948,6 +948,7 @@ FoldWriteSummary write_folded_onnx(const fs::path& source, const ImportedParams&
                                    const lnv::Graph& folded,
                                    const std::vector<std::string>& folded_norms,
                                    const fs::path& out, const FoldWriteOptions& options) {
+  report_progress(options.progress, "parse model", "", 0, 0);
   FoldWriter w(source, original, folded, folded_norms, out, options);
   w.collect_norm_nodes();
   return w.run();
