@@ -144,8 +144,4 @@ ProgressFn StepProgress::callback() {
   };
 }
 
-void StepProgress::clear() {
-  if (bar_) bar_->clear();
-}
-
 }  // namespace lnv::cli

@@ -72,7 +72,6 @@ class StepProgress {
   StepProgress& operator=(const StepProgress&) = delete;
 
   ProgressFn callback();
-  void clear();
 
  private:
   std::optional<Progress> bar_;
