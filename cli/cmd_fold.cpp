@@ -128,7 +128,12 @@ int fold_to_onnx(const State& st, Mode mode) {
   const auto imported = onnx_import::imported_params(g);
   const Graph folded = apply_fold(std::move(g), plan);  // in place: no copy of the weights
   lap("fold");
-  const auto w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
+  onnx_import::FoldWriteSummary w;
+  {
+    StepProgress progress;  // erased before the summary is printed
+    options.progress = progress.callback();
+    w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
+  }
   lap("write");
   std::cout << summary << "\n"
             << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
@@ -253,7 +258,11 @@ Action setup(CLI::App& sub) {
       report_file->write(report);
       options.commit_with.push_back(&*report_file);
     }
-    save_model(folded, st->out, options);
+    {
+      StepProgress progress;  // erased before the summary is printed
+      options.progress = progress.callback();
+      save_model(folded, st->out, options);
+    }
     lap("save");
     if (!quiet()) std::cout << summary << "\n";
     std::cout << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"

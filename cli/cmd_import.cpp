@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/terminal.h"
 #include "cli/model_input.h"
 #include "cli/output_paths.h"
 #include "core/error.h"
@@ -28,7 +29,12 @@ Action setup(CLI::App& sub) {
     const Graph g = load_input(st->model, st->dims);
     int norms = 0;
     for (const Node& n : g.nodes) norms += n.op == Op::layer_norm || n.op == Op::rms_norm;
-    save_model(g, st->out);
+    {
+      StepProgress progress;  // erased before the summary is printed
+      SaveOptions options;
+      options.progress = progress.callback();
+      save_model(g, st->out, options);
+    }
     std::cout << "wrote " << st->out << ": " << g.inputs.size() << " input"
               << (g.inputs.size() == 1 ? "" : "s") << ", " << g.params.size() << " params, "
               << g.nodes.size() << " nodes (" << norms << " norm" << (norms == 1 ? "" : "s")

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 
+#include "cli/terminal.h"
 #include "core/error.h"
 #ifdef LNV_HAVE_ONNX
 #include "onnx/import.h"
@@ -55,7 +56,8 @@ Graph load_input(const std::string& path, const std::vector<std::string>& dim_ar
     return load_model(path, options);
   }
 #ifdef LNV_HAVE_ONNX
-  return onnx_import::import_onnx(path, dims, options.defer_values);
+  StepProgress progress;  // erased on return, before the command prints anything
+  return onnx_import::import_onnx(path, dims, options.defer_values, progress.callback());
 #else
   throw ModelError(path, "this lnverify was built without ONNX support (LNV_WITH_ONNX=OFF)");
 #endif

@@ -25,7 +25,7 @@ bool is_onnx_input(const std::string& path);
 // model.json only, but for defer_values, which leaves an ONNX model's large float
 // initializers in their file too. Throws ModelError (exit 2): a malformed --dim, --dim
 // given for a model.json, a symbolic dim left unbound or one no input has, anything the
-// reader or importer refuses.
+// reader or importer refuses. Importing ONNX shows its steps on a terminal (StepProgress).
 Graph load_input(const std::string& path, const std::vector<std::string>& dims,
                  const LoadOptions& options = {});
 

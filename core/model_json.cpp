@@ -906,8 +906,18 @@ void materialize_values(Param& p, const std::string& base_dir) {
   materialize_from(file, p);
 }
 
-void materialize_all(Graph& g) {
-  for (Param& p : g.params) materialize_values(p, g.base_dir);
+void materialize_all(Graph& g, const ProgressFn& progress) {
+  uint64_t total = 0, done = 0;
+  for (const Param& p : g.params)
+    if (p.values_deferred) total += static_cast<uint64_t>(numel(p.shape));
+  if (total == 0) return;
+  report_progress(progress, "read weights", "values", 0, total);
+  for (Param& p : g.params) {
+    if (!p.values_deferred) continue;
+    materialize_values(p, g.base_dir);
+    done += static_cast<uint64_t>(numel(p.shape));
+    report_progress(progress, "read weights", "values", done, total);
+  }
 }
 
 std::vector<double> read_values(const Param& p, const std::string& base_dir) {
@@ -920,7 +930,7 @@ std::vector<double> read_values(const Param& p, const std::string& base_dir) {
 namespace {
 
 json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* sink,
-                      FileCheck& files) {
+                      FileCheck& files, const ProgressFn& progress = {}) {
   json j = json::object();
   j["format"] = kFormat;
   j["version"] = kVersion;
@@ -930,15 +940,18 @@ json build_model_json(const Graph& g, const std::string& out_dir, WeightsSink* s
   j["inputs"] = json::array();
   for (const Input& in : g.inputs) j["inputs"].push_back(input_json(in));
   j["params"] = json::array();
-  for (size_t i = 0; i < g.params.size(); ++i)
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    report_progress(progress, "encode params", "params", i, g.params.size());
     j["params"].push_back(param_json(g, g.params[i], i, out_dir, files, sink));
+  }
+  report_progress(progress, "encode params", "params", g.params.size(), g.params.size());
   j["nodes"] = json::array();
   for (const Node& n : g.nodes) j["nodes"].push_back(node_json(n));
   j["outputs"] = g.outputs;
   return j;
 }
 
-std::string json_to_text(const json& j) {
+std::string json_to_text(const json& j, const ProgressFn& progress = {}) {
   std::string out = "{\n";
   const std::vector<std::string> keys = ordered_keys(j);
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -953,10 +966,12 @@ std::string json_to_text(const json& j) {
     } else if ((key == "inputs" || key == "params" || key == "nodes") && !v.empty()) {
       out += "[\n";
       for (size_t i = 0; i < v.size(); ++i) {
+        if (key == "params") report_progress(progress, "format params", "params", i, v.size());
         out += "    ";
         write_compact(out, v[i]);
         out += i + 1 < v.size() ? ",\n" : "\n";
       }
+      if (key == "params") report_progress(progress, "format params", "params", v.size(), v.size());
       out += "  ]";
     } else {
       write_compact(out, v);
@@ -993,7 +1008,9 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
     sink->min_numel = options.min_file_numel;
     sink->dtype = options.weights_dtype;
   }
-  const std::string text = json_to_text(build_model_json(g, out_dir, sink ? &*sink : nullptr, files));
+  const ProgressFn& progress = options.progress;
+  const std::string text =
+      json_to_text(build_model_json(g, out_dir, sink ? &*sink : nullptr, files, progress), progress);
   // Every file is written to a temporary file first and renamed into place only when all
   // are complete, the weights before the model (so that the model never points at
   // tensors that are not there yet): a failure leaves no file changed.
@@ -1006,20 +1023,42 @@ void save_model(const Graph& g, const std::string& path, const SaveOptions& opti
     std::sort(layout.begin(), layout.end(),
               [](const auto& a, const auto& b) { return a.key < b.key; });
     weights.emplace(sink->resolved, layout, /*finite_only=*/true);
+    uint64_t done = 0, total = 0;  // bytes of tensor data
+    auto bytes_of = [](const SafetensorsWriter::Tensor& t, uint64_t count) {
+      return count * (t.dtype == SafetensorsDType::f32 ? 4 : 8);
+    };
+    for (const SafetensorsWriter::Tensor& t : layout) total += bytes_of(t, uint64_t(numel(t.shape)));
+    report_progress(progress, "write weights", "bytes", done, total);
     for (const SafetensorsWriter::Tensor& t : layout) {
       if (auto it = sink->tensors.find(t.key); it != sink->tensors.end()) {
-        weights->append(it->second.values.data(), it->second.values.size());
+        // In chunks, so that a large tensor shows its progress.
+        constexpr size_t kChunk = size_t(1) << 20;
+        const std::vector<double>& v = it->second.values;
+        for (size_t at = 0; at < v.size(); at += kChunk) {
+          const size_t n = std::min(kChunk, v.size() - at);
+          weights->append(v.data() + at, n);
+          done += bytes_of(t, n);
+          report_progress(progress, "write weights", "bytes", done, total);
+        }
       } else {
         const StreamedTensor& st = sink->streamed.at(t.key);
         stream_param(*st.source, *st.param, t.dtype, *weights);
+        done += bytes_of(t, uint64_t(numel(t.shape)));
+        report_progress(progress, "write weights", "bytes", done, total);
       }
     }
     commit_order.push_back(&weights->finish());
   }
   commit_order.insert(commit_order.end(), options.commit_with.begin(), options.commit_with.end());
   AtomicFileWriter model(path);
-  model.write(text);
+  constexpr size_t kChunk = size_t(1) << 24;  // a large inline model shows its progress
+  for (size_t at = 0; at < text.size(); at += kChunk) {
+    report_progress(progress, "write model", "bytes", at, text.size());
+    model.write(std::string_view(text).substr(at, kChunk));
+  }
+  report_progress(progress, "write model", "bytes", text.size(), text.size());
   commit_order.push_back(&model);
+  report_progress(progress, "commit files", "", 0, 0);
   commit_together(commit_order, options.sync);
 }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
+#include "core/progress.h"
 #include "core/safetensors.h"
 
 namespace lnv {
@@ -61,8 +62,9 @@ Graph load_model(const std::string& path, const LoadOptions& options);
 // holds the tensor as loaded) or the param (a non-finite value).
 void materialize_values(Param& p, const std::string& base_dir);
 
-// materialize_values for every deferred param of `g`.
-void materialize_all(Graph& g);
+// materialize_values for every deferred param of `g`; `progress` hears "read weights" over
+// the values of the deferred params.
+void materialize_all(Graph& g, const ProgressFn& progress = {});
 
 // The values of `p`: its own, or for a deferred param those materialize_values would read
 // (`p` is left as it is; the caller holds the only copy).
@@ -102,6 +104,9 @@ struct SaveOptions {
   // Other files, already written, committed in the same all-or-nothing step as the model
   // (a report of the rewrite, say): all of them are renamed into place, or none.
   std::vector<AtomicFileWriter*> commit_with = {};
+  // Hears the steps: "encode params", "format params" (over params), "write weights" and
+  // "write model" (over bytes), "commit files" (no count).
+  ProgressFn progress = {};
 };
 
 // A 64-bit fingerprint of a param's file reference (path, key), shape and value bits;

@@ -593,10 +593,13 @@ class FoldWriter {
         }
       }
     }
+    uint64_t done = 0;
     for (const auto& [value, want] : wants) {
+      report_progress(options_.progress, "center weights", "initializers", done++, wants.size());
       if (initializer_.count(value)) center_initializer(value, want.slots, centering);
       else center_lookup(value, want.slots, centering);
     }
+    report_progress(options_.progress, "center weights", "initializers", done, wants.size());
   }
 
   int32_t type_of_initializer(const std::string& name) const {
@@ -926,6 +929,8 @@ class FoldWriter {
     // elsewhere each file is copied beside the output under the same name.
     if (!out_beside_input()) {
       const fs::path od = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
+      Copied copied;
+      for (const fs::path& f : input_data_files()) copied.total += file_size_of(f);
       for (const fs::path& f : input_data_files()) {
         const fs::path to = od / f.lexically_relative(model_dir_);
         if (same_path(to, out_) || same_path(to, side_path()))
@@ -933,7 +938,7 @@ class FoldWriter {
                                         "the output; choose another -o path");
         fs::create_directories(to.parent_path());
         files.push_back(std::make_unique<AtomicFileWriter>(to.string()));
-        copy_into(f, *files.back());
+        copy_into(f, *files.back(), copied);
         summary_.copied_files.push_back(to.string());
       }
     }
@@ -941,14 +946,22 @@ class FoldWriter {
       files.push_back(std::move(side_));
       summary_.side_file = side_path().string();
     }
+    report_progress(options_.progress, "write model", "bytes", 0, mp_.ByteSizeLong());
     std::string bytes;
     if (!mp_.SerializeToString(&bytes))
       throw ModelError(out_.string(), "the folded model cannot be serialized (over 2 GiB?)");
     files.push_back(std::make_unique<AtomicFileWriter>(out_.string()));
-    files.back()->write(bytes);
+    // In chunks, so that a large single-file model shows its progress.
+    constexpr size_t kChunk = size_t(1) << 24;
+    for (size_t at = 0; at < bytes.size(); at += kChunk) {
+      report_progress(options_.progress, "write model", "bytes", at, bytes.size());
+      files.back()->write(std::string_view(bytes).substr(at, kChunk));
+    }
+    report_progress(options_.progress, "write model", "bytes", bytes.size(), bytes.size());
     std::vector<AtomicFileWriter*> all;
     for (auto& f : files) all.push_back(f.get());
     for (AtomicFileWriter* w : options_.commit_with) all.push_back(w);
+    report_progress(options_.progress, "commit files", "", 0, 0);
     commit_together(all, options_.sync);
   }
 
@@ -972,15 +985,31 @@ class FoldWriter {
     inits->Swap(&kept);
   }
 
-  static void copy_into(const fs::path& from, AtomicFileWriter& to) {
+  // Bytes of external data copied so far, of all the files to copy.
+  struct Copied {
+    uint64_t done = 0, total = 0;
+  };
+
+  static uint64_t file_size_of(const fs::path& f) {
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    return ec ? 0 : uint64_t(size);
+  }
+
+  void copy_into(const fs::path& from, AtomicFileWriter& to, Copied& copied) const {
     std::ifstream in(from, std::ios::binary);
     if (!in) throw ModelError(from.string(), "cannot open the external data file");
     std::string buf(size_t(1) << 22, '\0');
     while (in) {
+      report_progress(options_.progress, "copy external data", "bytes", copied.done,
+                      std::max(copied.total, copied.done));
       in.read(buf.data(), std::streamsize(buf.size()));
       const auto got = in.gcount();
       if (got > 0) to.write(std::string_view(buf.data(), size_t(got)));
+      copied.done += uint64_t(std::max<std::streamsize>(got, 0));
     }
+    report_progress(options_.progress, "copy external data", "bytes", copied.done,
+                    std::max(copied.total, copied.done));
   }
 };
 
@@ -1000,6 +1029,7 @@ FoldWriteSummary write_folded_onnx(const fs::path& source, const ImportedParams&
                                    const lnv::Graph& folded,
                                    const std::vector<std::string>& folded_norms,
                                    const fs::path& out, const FoldWriteOptions& options) {
+  report_progress(options.progress, "parse model", "", 0, 0);
   FoldWriter w(source, original, folded, folded_norms, out, options);
   w.collect_norm_nodes();
   return w.run();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/progress.h"
 #include "onnx/onnx_model.h"
 
 namespace lnv {
@@ -36,6 +37,9 @@ struct FoldWriteOptions {
   bool sync = true;  // fsync before the renames
   // Written and committed together with the model (a report), all or nothing.
   std::vector<AtomicFileWriter*> commit_with;
+  // Hears the steps: "parse model", "center weights" (over the centered initializers),
+  // "copy external data" and "write model" (over bytes), "commit files" (no count).
+  ProgressFn progress;
 };
 
 struct FoldWriteSummary {

@@ -568,13 +568,14 @@ const std::map<std::string, Mapper>& mappers() {
 
 }  // namespace
 
-lnv::Graph import_graph(const Model& folded, bool defer_values) {
+lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn& progress) {
   Importer im(folded);
   im.import_inputs();
   const auto matches = match_patterns(im);
   const auto& table = mappers();
   const auto& nodes = folded.graph.nodes;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    report_progress(progress, "import nodes", "nodes", i, nodes.size());
     if (auto it = matches.find(i); it != matches.end()) {
       it->second(im);
       continue;
@@ -594,8 +595,9 @@ lnv::Graph import_graph(const Model& folded, bool defer_values) {
     }
     m->second(im, n, i);
   }
+  report_progress(progress, "import nodes", "nodes", nodes.size(), nodes.size());
   lnv::Graph g = im.finish();
-  if (!defer_values) materialize_all(g);
+  if (!defer_values) materialize_all(g, progress);
   return g;
 }
 
@@ -608,8 +610,10 @@ bool is_imported_op(const std::string& domain, const std::string& op_type) {
 }
 
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,
-                       bool defer_values) {
-  return import_graph(fold_constants(load_onnx(path, dims)).model, defer_values);
+                       bool defer_values, const ProgressFn& progress) {
+  const Model loaded = load_onnx(path, dims, progress);
+  report_progress(progress, "fold constants", "", 0, 0);
+  return import_graph(fold_constants(loaded).model, defer_values, progress);
 }
 
 bool is_onnx_path(const std::filesystem::path& path) {

@@ -26,11 +26,16 @@ namespace lnv::onnx_import {
 // With `defer_values`, the params of initializers load_onnx left in their file stay
 // there (Param::values_deferred, a lazy source naming the initializer); otherwise they
 // are read (materialize_all), and one holding NaN or infinity is an error naming it.
-lnv::Graph import_graph(const Model& folded, bool defer_values = false);
+// `progress` hears "import nodes" (over the nodes of `folded`) and "read weights" (over the
+// params' values, as materialize_all reads them).
+lnv::Graph import_graph(const Model& folded, bool defer_values = false,
+                        const ProgressFn& progress = {});
 
-// load_onnx, fold_constants, import_graph.
+// load_onnx, fold_constants, import_graph. `progress` hears load_onnx's steps, then
+// "fold constants" (no count), "import nodes" (over the folded graph's nodes) and, unless
+// `defer_values`, "read weights" (over the params' values).
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,
-                       bool defer_values = false);
+                       bool defer_values = false, const ProgressFn& progress = {});
 
 // Whether the importer maps ONNX op `op_type` of `domain` ("" for ONNX's own) onto
 // model.json ops (for some of its attributes and operands at least), norms included.

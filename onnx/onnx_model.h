@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/progress.h"
+
 namespace lnv::onnx_import {
 
 // ONNX's TensorProto.DataType numbering, so a value read from a file is its own name.
@@ -195,8 +197,10 @@ using DimBindings = std::map<std::string, int64_t>;
 // wire format hands protobuf the model without them (docs/onnx.md, "Reading lazily").
 // Throws lnv::ModelError when the file is 2 GiB or more (protobuf's limit), is not a valid
 // ONNX model, a graph input has an unnamed or unbound symbolic dim, or a tensor's data is
-// malformed, missing or unsupported.
-Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {});
+// malformed, missing or unsupported. `progress` hears the steps: "parse model", "check
+// model", "infer shapes" (no count), "decode initializers" (over initializers).
+Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {},
+                const ProgressFn& progress = {});
 
 // The bytes of an ONNX file, refused (a ModelError naming the file) when unreadable or 2 GiB
 // or more: protobuf's limit for one message, so files that large keep external data.

@@ -928,11 +928,12 @@ std::string read_onnx_bytes(const fs::path& path) {
   return bytes;
 }
 
-Model load_onnx(const fs::path& path, const DimBindings& dims) {
+Model load_onnx(const fs::path& path, const DimBindings& dims, const ProgressFn& progress) {
   const std::string file = path.string();
   FileContext ctx{file, path.parent_path().empty() ? fs::path(".") : path.parent_path(), {},
                   path.filename().string()};
   ox::ModelProto mp;
+  report_progress(progress, "parse model", "", 0, 0);
   {
     const MappedFile mapped(path);
     const std::optional<std::string> stripped = strip_raw_data(mapped, ctx.own_location, ctx.in_file);
@@ -948,11 +949,14 @@ Model load_onnx(const fs::path& path, const DimBindings& dims) {
       it->second.type = to_elem_type(t.data_type());
   // Before the checker, which looks for external data files: none may lie outside the
   // model's folder.
+  report_progress(progress, "check model", "", 0, 0);
   check_external_locations(mp.graph(), ctx.model_dir, file, ctx.in_file);
   refuse_cycles(mp.graph(), file);
   run_checker(mp, ctx.model_dir, file);
+  report_progress(progress, "infer shapes", "", 0, 0);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
+  report_progress(progress, "decode model", "", 0, 0);
   return decode_model(mp, path, ctx);
 }
 

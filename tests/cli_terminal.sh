@@ -58,6 +58,61 @@ else
   echo "skip  fidelity and bench progress (built without LibTorch)"
 fi
 
+# --- progress of importing ONNX and writing folds ---------------------------------------------
+# Steps shown through StepProgress, after LNV_PROGRESS_DELAY seconds (0 here, so that these
+# small models show them). A zoo GPT-2 exported with external data has initializers over
+# 4096 values, which the importer reads lazily ("read weights", not for audit or an ONNX
+# fold, which read the file as they write) and the fold copies.
+# strip_bars FILE: FILE's terminal stream without the bar draws and erasures ("\r...ESC[K")
+# and the terminal's carriage returns at line ends: what stdout wrote, when the bars were
+# erased before each line.
+strip_bars() { perl -pe 's/\r[^\r\n]*?\e\[K//g; s/\r$//' "$1"; }
+E="$T/e/gpt2.onnx"
+mkdir -p "$T/e" "$T/o"
+if "$LNV" zoo gpt2 --layers 1 --hidden 64 --heads 2 --vocab 100 --seq 4 -o "$T/z.json" > /dev/null &&
+   "$LNV" export "$T/z.json" -o "$E" --external-data > /dev/null 2>&1; then
+  P="LNV_PROGRESS_DELAY=0"
+  tty "fold to ONNX on a TTY" 0 "$P '$LNV' fold '$E' -o '$T/o/f.onnx'"
+  has "fold TTY: import steps without a count" "parse model \.\.\..*infer shapes \.\.\..*fold constants \.\.\."
+  has "fold TTY: a bar over the imported nodes" "import nodes \[[=> ]+\] [0-9]+/[0-9]+ nodes +[0-9.kMG]+/s +ETA"
+  lacks "fold TTY: no weights read at load (the writer streams what it centers)" "read weights"
+  has "fold TTY: a bar over the centered initializers" "center weights \[=+\] 6/6 initializers"
+  has "fold TTY: a bar over the external data copied" "copy external data \[=+\] 247.8k/247.8k bytes"
+  has "fold TTY: a bar over the model written" "write model \[=+\] [0-9]+/[0-9]+ bytes"
+  has "fold TTY: the bar is erased before the summary" $'\r\e\\[K3 of 3 LayerNorms foldable'
+  strip_bars "$T/raw" > "$T/tty_text"
+  "$LNV" fold "$E" -o "$T/o/f.onnx" > "$T/plain" 2> "$T/err"
+  if cmp -s "$T/plain" "$T/tty_text"; then ok "fold TTY: without its bars, the bytes of a plain run"
+  else bad "fold TTY: the terminal text differs from a plain run"; diff "$T/plain" "$T/tty_text" | head; fi
+  if [ ! -s "$T/err" ]; then ok "fold: stderr not a TTY, no bar"; else bad "fold: bar in a non-TTY stderr"; fi
+  tty "fold, stdout to a file, stderr a TTY" 0 "$P '$LNV' fold '$E' -o '$T/o/f.onnx' > '$T/stdout'"
+  has "fold stderr TTY: the bars on stderr" "write model \[=+\]"
+  if cmp -s "$T/plain" "$T/stdout"; then ok "fold stderr TTY: stdout byte-identical to a plain run"
+  else bad "fold stderr TTY: stdout differs from a plain run"; fi
+  tty "fold --quiet on a TTY" 0 "$P '$LNV' fold '$E' -o '$T/o/f.onnx' -q"
+  lacks "fold --quiet: no bar" "\.\.\.|ETA"
+  tty "fold on a TTY within the delay" 0 "LNV_PROGRESS_DELAY=60 '$LNV' fold '$E' -o '$T/o/f.onnx'"
+  lacks "fold within LNV_PROGRESS_DELAY: no bar" "\.\.\.|ETA"
+  tty "fold to model.json with a side file on a TTY" 0 "$P '$LNV' fold '$E' -o '$T/o/f.json' --weights '$T/o/w.safetensors'"
+  has "fold json TTY: a bar over the params encoded" "encode params \[=+\] [0-9]+/[0-9]+ params"
+  has "fold json TTY: a bar over the weights written" "write weights \[=+\] [0-9.k]+/[0-9.k]+ bytes"
+  has "fold json TTY: the files committed" "commit files \.\.\."
+  strip_bars "$T/raw" > "$T/tty_text"
+  "$LNV" fold "$E" -o "$T/o/f.json" --weights "$T/o/w.safetensors" > "$T/plain" 2>&1
+  if cmp -s "$T/plain" "$T/tty_text"; then ok "fold json TTY: without its bars, the bytes of a plain run"
+  else bad "fold json TTY: the terminal text differs from a plain run"; fi
+  tty "import on a TTY" 0 "$P '$LNV' import '$E' -o '$T/o/i.json'"
+  has "import TTY: the import steps" "import nodes \[=+\].*read weights \[=+\]"
+  has "import TTY: the model written" "format params \[=+\].*write model \[=+\]"
+  tty "audit on a TTY (values not read)" 0 "$P '$LNV' audit '$E'"
+  has "audit TTY: the import steps" "import nodes \[=+\]"
+  lacks "audit TTY: no weights read" "read weights"
+  tty "an error on a TTY" 2 "$P '$LNV' fold '$ROOT/tests/data/onnx/gpt2_tiny_opset17.onnx' -o '$T/o/g.onnx'"
+  has "error TTY: the bar erased before the message" $'\r\e\\[Klnverify: error: .*pass --dim'
+else
+  echo "skip  import and fold progress (built without ONNX)"
+fi
+
 # --- --quiet and --verbose -------------------------------------------------------------------
 run "audit --quiet" 0 "$LNV" audit "$M" --quiet
 if [ "$(wc -l < "$T/out")" = 1 ]; then ok "audit --quiet: one line"; else bad "audit --quiet: $(wc -l < "$T/out") lines"; fi

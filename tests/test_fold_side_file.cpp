@@ -3,7 +3,9 @@
 // and the reloaded values equal an independent centering of the original weights.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -166,6 +168,63 @@ void check_fold(Fixture& f, SafetensorsDType dtype) {
   EXPECT_GT(centered, 0);
   EXPECT_GT(in_side, 0);
   for (const Node& n : back.nodes) EXPECT_NE(n.op, Op::layer_norm) << n.name;
+}
+
+// One report of a ProgressFn.
+struct Step {
+  std::string phase, unit;
+  uint64_t done, total;
+};
+
+// The steps in the order first heard; each counted one moves forward and ends at its total.
+std::vector<std::string> check_steps(const std::vector<Step>& heard) {
+  std::vector<std::string> order;
+  std::map<std::string, Step> last;
+  for (const Step& s : heard) {
+    if (order.empty() || order.back() != s.phase) {
+      EXPECT_EQ(std::count(order.begin(), order.end(), s.phase), 0) << s.phase << " heard again";
+      order.push_back(s.phase);
+    } else {
+      EXPECT_GE(s.done, last[s.phase].done) << s.phase;
+      EXPECT_EQ(s.total, last[s.phase].total) << s.phase;
+    }
+    EXPECT_LE(s.done, s.total) << s.phase;
+    last[s.phase] = s;
+  }
+  for (const auto& [phase, s] : last) EXPECT_EQ(s.done, s.total) << phase << " did not end";
+  return order;
+}
+
+TEST(FoldSideFile, SavingReportsItsSteps) {
+  Fixture f("steps");
+  const Graph g = load_model(f.in_model.string(), LoadOptions{.defer_file_values = true});
+  const Graph folded = apply_fold(g, detect_foldable(g, Mode::inference));
+  std::vector<Step> heard;
+  SaveOptions options;
+  options.weights_file = "folded.safetensors";
+  options.min_file_numel = 1024;
+  options.progress = [&](std::string_view phase, std::string_view unit, uint64_t done, uint64_t total) {
+    heard.push_back({std::string(phase), std::string(unit), done, total});
+  };
+  const fs::path out = f.out_dir / "folded.json";
+  save_model(folded, out.string(), options);
+  EXPECT_EQ(check_steps(heard), (std::vector<std::string>{"encode params", "format params",
+                                                          "write weights", "write model",
+                                                          "commit files"}));
+  const std::string side = read_file((f.out_dir / "folded.safetensors").string());
+  uint64_t header = 0;
+  std::memcpy(&header, side.data(), 8);
+  for (const Step& s : heard) {
+    if (s.phase == "encode params" || s.phase == "format params") EXPECT_EQ(s.total, folded.params.size());
+    // The centered params streamed from the input's file: every byte of their data.
+    if (s.phase == "write weights") EXPECT_EQ(s.total, side.size() - 8 - header);
+    if (s.phase == "write model") EXPECT_EQ(s.total, fs::file_size(out));
+    if (s.phase == "commit files") EXPECT_EQ(s.total, 0u);
+  }
+  // The streamed tensors moved the bar one by one, not only at the end.
+  EXPECT_GT(std::count_if(heard.begin(), heard.end(), [](const Step& s) {
+              return s.phase == "write weights" && s.done > 0 && s.done < s.total;
+            }), 0);
 }
 
 TEST(FoldSideFile, F64SideFileHoldsTheCenteredValues) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/eval/evaluator.h"
+#include "onnx/constant_fold.h"
 #include "onnx/fold_writer.h"
 #include "onnx/import.h"
 
@@ -457,14 +459,10 @@ TEST(HandMade, DeduplicatedInitializerIsSplit) {
   expect_untouched(dir / "dedup.onnx", out, f, RmsOp::decomposed);
 }
 
-// External data: untouched initializers keep pointing at the input's data file (beside
-// the input) or at a byte-identical copy of it (elsewhere); centered ones go to
-// FOLDED.onnx.data, streamed from the input's data file (the values are checked exactly by
-// expect_same_function), from a fully loaded import and from one that left the weights in
-// the file, as the CLI does.
-TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
+// mlp_tiny_opset17 as dir/mlp.onnx with its initializers of 64 bytes or more in
+// dir/mlp.bin; returns that file's bytes.
+std::string write_external_mlp(const fs::path& dir) {
   ox::ModelProto mp = read_proto(kDir + "mlp_tiny_opset17.onnx");
-  const fs::path dir = temp_dir("external");
   std::string data;
   for (auto& t : *mp.mutable_graph()->mutable_initializer()) {
     if (!t.has_raw_data() || t.raw_data().size() < 64) continue;
@@ -480,9 +478,21 @@ TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
       kv->set_value(v);
     }
   }
-  ASSERT_FALSE(data.empty());
+  EXPECT_FALSE(data.empty());
   std::ofstream(dir / "mlp.bin", std::ios::binary) << data;
   write_proto(mp, dir / "mlp.onnx");
+  return data;
+}
+
+// External data: untouched initializers keep pointing at the input's data file (beside
+// the input) or at a byte-identical copy of it (elsewhere); centered ones go to
+// FOLDED.onnx.data, streamed from the input's data file (the values are checked exactly by
+// expect_same_function), from a fully loaded import and from one that left the weights in
+// the file, as the CLI does.
+TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
+  const fs::path dir = temp_dir("external");
+  const std::string data = write_external_mlp(dir);
+  ASSERT_FALSE(data.empty());
   const DimBindings dims{{"batch", 2}};
   for (const auto& [out, deferred] : std::vector<std::pair<fs::path, bool>>{
            {dir / "beside.onnx", false}, {dir / "elsewhere" / "away.onnx", false},
@@ -508,6 +518,66 @@ TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
     EXPECT_EQ(f.summary.copied_files.size(), out.parent_path() == dir ? 0u : 1u);
     expect_same_function(f, out, dims);
     expect_untouched(dir / "mlp.onnx", out, f, RmsOp::decomposed);
+  }
+}
+
+// One report of a ProgressFn.
+struct Step {
+  std::string phase;
+  uint64_t done, total;
+};
+
+// The steps in the order first heard; each counted one moves forward and ends at its total.
+std::vector<std::string> check_steps(const std::vector<Step>& heard) {
+  std::vector<std::string> order;
+  std::map<std::string, Step> last;
+  for (const Step& s : heard) {
+    if (order.empty() || order.back() != s.phase) {
+      EXPECT_EQ(std::count(order.begin(), order.end(), s.phase), 0) << s.phase << " heard again";
+      order.push_back(s.phase);
+    } else {
+      EXPECT_GE(s.done, last[s.phase].done) << s.phase;
+      EXPECT_EQ(s.total, last[s.phase].total) << s.phase;
+    }
+    EXPECT_LE(s.done, s.total) << s.phase;
+    last[s.phase] = s;
+  }
+  for (const auto& [phase, s] : last) EXPECT_EQ(s.done, s.total) << phase << " did not end";
+  return order;
+}
+
+// The importer and the writer tell their steps, counted by what they walk.
+TEST(HandMade, ImportAndWriteReportTheirSteps) {
+  const fs::path dir = temp_dir("steps");
+  const std::string data = write_external_mlp(dir);
+  std::vector<Step> heard;
+  const lnv::ProgressFn listen = [&](std::string_view phase, std::string_view, uint64_t done,
+                                     uint64_t total) { heard.push_back({std::string(phase), done, total}); };
+  const lnv::Graph g = import_onnx(dir / "mlp.onnx", {{"batch", 2}}, false, listen);
+  EXPECT_EQ(check_steps(heard), (std::vector<std::string>{"parse model", "check model", "infer shapes",
+                                                          "decode model", "fold constants",
+                                                          "import nodes"}));
+  // Over the nodes left after constant folding.
+  EXPECT_EQ(heard.back().total,
+            fold_constants(load_onnx(dir / "mlp.onnx", {{"batch", 2}})).model.graph.nodes.size());
+
+  heard.clear();
+  const auto plan = lnv::detect_foldable(g, lnv::Mode::inference);
+  const lnv::Graph folded = lnv::apply_fold(g, plan);
+  FoldWriteOptions options;
+  options.sync = false;
+  options.progress = listen;
+  const fs::path out = dir / "elsewhere" / "away.onnx";
+  fs::create_directories(out.parent_path());
+  const FoldWriteSummary w =
+      write_folded_onnx(dir / "mlp.onnx", imported_params(g), folded, plan.fold, out, options);
+  EXPECT_EQ(check_steps(heard), (std::vector<std::string>{"parse model", "center weights",
+                                                          "copy external data", "write model",
+                                                          "commit files"}));
+  for (const Step& s : heard) {
+    if (s.phase == "center weights") EXPECT_EQ(s.total, w.centered_in_place);  // no copies here
+    if (s.phase == "copy external data") EXPECT_EQ(s.total, data.size());
+    if (s.phase == "write model") EXPECT_EQ(s.total, fs::file_size(out));
   }
 }
 
