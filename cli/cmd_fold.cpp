@@ -4,8 +4,10 @@
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
-// `lnverify fold MODEL.onnx -o FOLDED.onnx [--rms-op decomposed|ort|onnx23] [--keep-opset]`
-// writes the inference fold onto the original ONNX file instead (onnx/fold_writer.h).
+// `lnverify fold MODEL.onnx -o FOLDED.onnx [--mode inference|training]
+//                [--rms-op decomposed|ort|onnx23] [--keep-opset]`
+// writes the fold onto the original ONNX file instead (onnx/fold_writer.h): inference
+// stores centered initializers, training keeps every initializer and centers in the graph.
 //
 // Where the weights go: when the input has `file` params or a param of at least
 // kLargeParam values (or --weights is given), params that must be written out (centered,
@@ -85,9 +87,6 @@ int fold_to_onnx(const State& st, Mode mode) {
   if (!is_onnx_input(st.model))
     throw ModelError(st.out, "an ONNX output needs an ONNX model (this one is a model.json); "
                              "use -o OUT.json");
-  if (mode != Mode::inference)
-    throw ModelError("--mode training", "an ONNX output holds the inference fold only (ONNX "
-                                        "has no cbwc marking); use -o OUT.json for training");
   if (!st.weights.empty() || st.inline_values)
     throw ModelError(st.weights.empty() ? "--inline" : "--weights",
                      "applies to a model.json output; an ONNX output keeps its weights as the "
@@ -108,8 +107,13 @@ int fold_to_onnx(const State& st, Mode mode) {
   lap("load");
   const FoldPlan plan = detect_foldable(g, mode);
   lap("detect");
+  // The writer reads where each centered value goes from the plan applied as in inference;
+  // in training it computes those values in the graph instead of storing them.
+  FoldPlan as_stored = plan;
+  as_stored.mode = Mode::inference;
   std::optional<AtomicFileWriter> report_file;
   onnx_import::FoldWriteOptions options;
+  options.mode = mode;
   options.rms_op = st.rms_op == "ort"      ? onnx_import::RmsOp::ort
                    : st.rms_op == "onnx23" ? onnx_import::RmsOp::onnx23
                                            : onnx_import::RmsOp::decomposed;
@@ -122,15 +126,19 @@ int fold_to_onnx(const State& st, Mode mode) {
   }
   const std::string summary = report::audit_summary(g, plan);
   const auto imported = onnx_import::imported_params(g);
-  const Graph folded = apply_fold(std::move(g), plan);  // in place: no copy of the weights
+  const Graph folded = apply_fold(std::move(g), as_stored);  // in place: no copy of the weights
   lap("fold");
   const auto w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
   lap("write");
   std::cout << summary << "\n"
             << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
-            << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), "
-            << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
-            << " centered in place, " << w.centered_copies << " new\n";
+            << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), ";
+  if (mode == Mode::training)
+    std::cout << w.centered_in_graph << " value" << (w.centered_in_graph == 1 ? "" : "s")
+              << " centered in the graph, every initializer kept (training)\n";
+  else
+    std::cout << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
+              << " centered in place, " << w.centered_copies << " new\n";
   if (!w.side_file.empty()) std::cout << "data: " << w.side_file << "\n";
   for (const std::string& f : w.copied_files) std::cout << "copied: " << f << "\n";
   if (st.timings) {
@@ -150,7 +158,8 @@ Action setup(CLI::App& sub) {
   add_model_input(sub, st->model, st->dims, "the model to rewrite (model.json or .onnx)");
   sub.add_option("-o,--output", st->out, "where to write the rewritten model: model.json, or FOLDED.onnx for an ONNX model")->required();
   sub.add_option("--mode", st->mode, "inference (center weights in place) or training "
-                                     "(keep the stored weights, mark cbwc)")
+                                     "(keep the stored weights: cbwc marks, or for an ONNX "
+                                     "output centering nodes in the graph)")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--json", st->json, "also write the audit report of the fold as JSON");
   auto* weights = sub.add_option("--weights", st->weights,
