@@ -300,8 +300,13 @@ class Runner {
         v.b.push_back(eb.outputs[q.b]);
       }
       if (opt_.grad) {
-        const eval::Gradients<Mpfr> ga = eval::gradients(a_, ea, ro);
-        const eval::Gradients<Mpfr> gb = eval::gradients(b_, eb, ro);
+        // One loss for both: B's outputs get the cotangents of the A outputs they pair with.
+        const std::vector<Tensor<Mpfr>> ra = eval::loss_cotangents<Mpfr>(a_, seed);
+        std::vector<Tensor<Mpfr>> rb(b_.outputs.size());
+        for (const Quantity& q : quantities_)
+          if (!q.gradient) rb[q.b] = ra[q.a];
+        const eval::Gradients<Mpfr> ga = eval::gradients(a_, ea, ro, ra);
+        const eval::Gradients<Mpfr> gb = eval::gradients(b_, eb, ro, rb);
         m.scale = std::max({m.scale, max_finite_magnitude(ga.inputs), max_finite_magnitude(gb.inputs)});
         for (const Quantity& q : quantities_) {
           if (!q.gradient) continue;

@@ -9,7 +9,8 @@
 // node name: a mask is the stream of the dropout node's name (format.md), so same-named
 // dropouts of A and B draw the same mask, and require_same_interface demands that their
 // dropouts pair up that way (docs/spec/decisions.md). Each output (matched by name) and,
-// with opt.grad, the gradient of the loss of format.md (cotangents drawn by output name)
+// with opt.grad, the gradient of the loss of format.md (cotangents drawn by A's output
+// names, each B output getting those of the A output it pairs with)
 // with respect to each float input is compared element by element. The rounding bound is
 // rounding_bound() (equivalence.h) of the larger of the two graphs for the largest
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
