@@ -179,7 +179,8 @@ struct Quantity {
   std::string name;
   Shape shape;
   bool gradient = false;
-  int a = 0, b = 0;  // output index, or input index for a gradient
+  bool param = false;  // a gradient with respect to a param, not an input
+  int a = 0, b = 0;  // output index, or input (param) index for a gradient
 };
 
 // Every quantity compared at one precision over all trials.
@@ -207,7 +208,16 @@ class Runner {
     for (size_t i = 0; i < a.inputs.size(); ++i)
       if (a.inputs[i].dtype == DType::float_)
         quantities_.push_back({"gradient of input '" + a.inputs[i].name + "'", a.inputs[i].shape,
-                               true, static_cast<int>(i), b.ref(a.inputs[i].name).index});
+                               true, false, static_cast<int>(i), b.ref(a.inputs[i].name).index});
+    if (!opt.grad_params) return;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      const Param& p = a.params[i];
+      if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) continue;
+      const int j = b.ref(p.name).index;
+      if (b.params[j].shape == p.shape)
+        quantities_.push_back({"gradient of param '" + p.name + "'", p.shape, true, true,
+                               static_cast<int>(i), j});
+    }
   }
 
   EquivReport run() {
@@ -310,8 +320,10 @@ class Runner {
         m.scale = std::max({m.scale, max_finite_magnitude(ga.inputs), max_finite_magnitude(gb.inputs)});
         for (const Quantity& q : quantities_) {
           if (!q.gradient) continue;
-          v.a.push_back(ga.inputs[q.a]);
-          v.b.push_back(gb.inputs[q.b]);
+          v.a.push_back(q.param ? ga.params[q.a] : ga.inputs[q.a]);
+          v.b.push_back(q.param ? gb.params[q.b] : gb.inputs[q.b]);
+          if (q.param)
+            m.scale = std::max({m.scale, max_finite_magnitude({v.a.back()}), max_finite_magnitude({v.b.back()})});
         }
       }
       per_trial.push_back(std::move(v));

@@ -35,6 +35,9 @@ struct EquivOptions {
   int trials = 3;       // shared random inputs (and dropout masks)
   uint64_t seed = 0;    // run seed of trial 0
   bool grad = false;    // also compare the gradients of the loss w.r.t. the float inputs
+  // with grad: also w.r.t. every param both models hold under the same name and shape (the
+  // stored values, before center_axes / cbwc): a training fold's parameters
+  bool grad_params = false;
   // A difference that stays at twice the precision but is within rounding_bound() at
   // weight_bits (what rounding every stored weight to that many bits can cause: a fold's
   // centered weights saved in double) is "equal up to weight storage"; strict: different.
