@@ -590,6 +590,7 @@ class FoldWriter {
                               "split a folded constant");
     const Param& fp = f_.params[f_.param_index(*params.begin())];
     const Centering& c = centering.at(*params.begin());
+    if (training()) return center_lookup_result(value, slots, fp, c);
     const int64_t rank = int64_t(fp.shape.size());
     const int64_t k = c.remove ? 0 : int64_t(c.axes.size());
     for (size_t j = 0; j < c.axes.size(); ++j)
@@ -681,6 +682,27 @@ class FoldWriter {
     return true;
   }
 
+  // The lookup's result `value` (every reader of which wants `c`), centered where it is
+  // read: the chain stays a lookup of the stored table.
+  void center_lookup_result(const std::string& value, const std::map<Slot, std::string>& slots,
+                            const Param& p, const Centering& c) {
+    Axes axes = c.axes;
+    if (c.remove) {
+      axes.clear();
+      for (size_t a = 0; a < p.shape.size(); ++a)
+        if (p.shape[a] == 1) axes.push_back(int64_t(a));
+      if (axes.empty() && !p.shape.empty())
+        throw ModelError(source_.string(), "--mode training: the fold zeroes the constant " +
+                                               in_quotes(value) + " (shape " + to_string(p.shape) +
+                                               "), which has no axis of size 1 to compute the "
+                                               "zeros over in the graph");
+    }
+    ox::ValueInfoProto like;
+    if (const auto v = inferred(value)) like = *v;
+    const std::string centered = center_value(value, axes, slots.begin()->first.node, like, c.remove);
+    for (const auto& [s, q] : slots) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, centered);
+  }
+
   // Sub(W, ReduceMean(W, axes, keepdims=1)) before node `before`; for a removed term the
   // axes are W's size-1 axes (all of a scalar's), so the difference is W minus itself.
   std::string center_nodes(const std::string& init, Axes axes, bool remove, int before) {
@@ -727,9 +749,11 @@ class FoldWriter {
     auto& at = inserted_[before];
     at.push_back(reduce);
     at.push_back(make_node(base, "Sub", {v, mean}, out));
-    like.set_name(out);
-    like.clear_doc_string();
-    *mp_.mutable_graph()->add_value_info() = std::move(like);
+    if (like.type().has_tensor_type()) {
+      like.set_name(out);
+      like.clear_doc_string();
+      *mp_.mutable_graph()->add_value_info() = std::move(like);
+    }
     ++summary_.centered_in_graph;
     return out;
   }
