@@ -262,6 +262,11 @@ const std::vector<Export>& exports() {
       {"vit_tiny_opset17.onnx", {{"batch", 2}}},
       {"vit_tiny_opset14.onnx", {{"batch", 2}}},
       {"swin_tiny_opset17.onnx", {{"batch", 2}}},
+      {"swin_tiny_opset14.onnx", {{"batch", 2}}},
+      {"convnext_tiny_opset17.onnx", {{"batch", 2}}},
+      {"convnext_tiny_opset14.onnx", {{"batch", 2}}},
+      {"prenorm_lm_tiny_opset17.onnx", {{"batch", 2}, {"seq", 8}}},
+      {"prenorm_lm_tiny_opset14.onnx", {{"batch", 2}, {"seq", 8}}},
   };
   return list;
 }
@@ -299,6 +304,161 @@ TEST_P(RealExports, FoldWritesACheckedEquivalentOnnxFile) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllSpellings, RealExports,
+    testing::Combine(testing::ValuesIn(exports()),
+                     testing::Values(RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23)),
+    [](const testing::TestParamInfo<std::tuple<Export, RmsOp>>& info) {
+      const std::string& f = std::get<0>(info.param).file;
+      return f.substr(0, f.find('.')) + "_" + op_name(std::get<1>(info.param));
+    });
+
+// --- training mode ----------------------------------------------------------------------
+// `fold --mode training`: the training plan written with its centering computed in the
+// graph. (a) the file passes the full checker; (b) every initializer of the input is in the
+// output with the same bytes, or was read only by the replaced norms' nodes and is none of
+// the fold's params, and the only new initializers are constants of at most one value
+// (eps, axes); every kept node is as it was but for inputs rewired to "<v>.centered" /
+// "<v>.zero" values that new nodes compute; (c) re-imported, it evaluates exactly (128
+// bits) to the original's outputs and to its gradients with respect to every param both
+// share by name (equal functions of the same parameters).
+
+Folded fold_training_to(const fs::path& src, const DimBindings& dims, const fs::path& out, RmsOp op) {
+  Folded f{import_onnx(src, dims), {}, {}, {}};
+  f.plan = lnv::detect_foldable(f.original, lnv::Mode::training);
+  lnv::FoldPlan as_stored = f.plan;
+  as_stored.mode = lnv::Mode::inference;
+  f.folded = lnv::apply_fold(f.original, as_stored);
+  FoldWriteOptions options;
+  options.rms_op = op;
+  options.mode = lnv::Mode::training;
+  options.sync = false;
+  f.summary = write_folded_onnx(src, imported_params(f.original), f.folded, f.plan.fold, out, options);
+  return f;
+}
+
+void expect_parameters_kept(const fs::path& src, const fs::path& out, const Folded& f, RmsOp op) {
+  const ox::ModelProto a = read_proto(src), b = read_proto(out);
+  std::set<std::string> removed;
+  const auto meta = nlohmann::json::parse(f.original.meta)["onnx"];
+  for (const std::string& n : f.plan.fold)
+    for (const auto& node : meta["norms"].at(n)) removed.insert(node.get<std::string>());
+  std::set<std::string> params;  // the fold's params, as the file names them
+  for (const lnv::Param& p : f.folded.params)
+    params.insert(meta["renamed"].contains(p.name) ? meta["renamed"][p.name].get<std::string>() : p.name);
+  std::set<std::string> read_by_kept;
+  for (const auto& n : a.graph().node())
+    if (!removed.count(n.name()))
+      for (const auto& i : n.input()) read_by_kept.insert(i);
+  std::map<std::string, const ox::TensorProto*> in_b;
+  for (const auto& t : b.graph().initializer()) in_b[t.name()] = &t;
+  size_t same = 0;
+  for (const auto& t : a.graph().initializer()) {
+    auto it = in_b.find(t.name());
+    if (it == in_b.end()) {
+      EXPECT_FALSE(read_by_kept.count(t.name())) << t.name() << " dropped but still read";
+      EXPECT_FALSE(params.count(t.name())) << t.name() << ": a parameter dropped";
+      continue;
+    }
+    EXPECT_EQ(bytes(t), bytes(*it->second)) << t.name() << " changed";
+    same += bytes(t) == bytes(*it->second);
+    in_b.erase(it);
+  }
+  for (const auto& [name, t] : in_b) {
+    int64_t n = 1;
+    for (int64_t d : t->dims()) n *= d;
+    EXPECT_LE(n, 8) << name << ": a new initializer holds more than a constant";  // axes
+    if (t->data_type() == ox::TensorProto::FLOAT || t->data_type() == ox::TensorProto::DOUBLE)
+      EXPECT_EQ(n, 1) << name;  // eps
+  }
+  std::map<std::string, const ox::NodeProto*> by_name;
+  std::set<std::string> computed;
+  for (const auto& n : b.graph().node()) {
+    by_name[n.name()] = &n;
+    if (n.name().find("/center/") != std::string::npos || n.name().find("/zero/") != std::string::npos)
+      computed.insert(n.output().begin(), n.output().end());
+  }
+  size_t rewired = 0;
+  for (const auto& n : a.graph().node()) {
+    if (removed.count(n.name())) continue;
+    ASSERT_TRUE(by_name.count(n.name())) << n.name();
+    ox::NodeProto m = *by_name.at(n.name());
+    for (int k = 0; k < m.input_size() && k < n.input_size(); ++k)
+      if (m.input(k) != n.input(k) && computed.count(m.input(k))) {
+        m.set_input(k, n.input(k));
+        ++rewired;
+      }
+    ox::NodeProto expected = n;
+    if (op == RmsOp::onnx23 && n.op_type().rfind("Reduce", 0) == 0 &&
+        m.input_size() == n.input_size() + 1) {  // axes moved into an input (opset 18)
+      for (int k = 0; k < expected.attribute_size(); ++k)
+        if (expected.attribute(k).name() == "axes") expected.mutable_attribute()->DeleteSubrange(k, 1);
+      expected.add_input(m.input(m.input_size() - 1));
+    }
+    EXPECT_EQ(bytes(expected), bytes(m)) << n.name();
+  }
+  std::cout << "  " << out.filename().string() << ": " << same << " initializers byte-identical, "
+            << f.summary.centered_in_graph << " values centered in the graph, " << rewired
+            << " inputs rewired\n";
+  EXPECT_GT(rewired, 0u);
+  EXPECT_EQ(f.summary.centered_in_place, 0u);
+}
+
+void expect_same_training_function(const Folded& f, const fs::path& out, const DimBindings& dims) {
+  const lnv::Graph again = import_onnx(out, dims);
+  EXPECT_EQ(count_op(again, lnv::Op::rms_norm),
+            count_op(f.original, lnv::Op::rms_norm) + f.plan.fold.size());
+  lnv::eval::set_mpfr_bits(128);
+  const lnv::eval::RunOptions ro{lnv::Mode::training, 7};
+  const auto inputs = lnv::eval::random_inputs<Mpfr>(f.original, 7);
+  lnv::eval::Evaluation<Mpfr> ea, eb;
+  try {
+    ea = lnv::eval::evaluate<Mpfr>(f.original, inputs, ro);
+    eb = lnv::eval::evaluate<Mpfr>(again, inputs, ro);
+  } catch (const lnv::NotEvaluableError& e) {
+    std::cout << "  " << out.filename().string() << ": evaluation skipped: " << e.what() << "\n";
+    return;
+  }
+  const double scale = max_abs(ea.outputs);
+  EXPECT_LE(max_diff(ea.outputs, eb.outputs), 1e-30 * scale);
+  // One loss: the original's cotangents (graph outputs pair by position, one file's order).
+  const auto r = lnv::eval::loss_cotangents<Mpfr>(f.original, 7);
+  const auto ga = lnv::eval::gradients(f.original, ea, ro, r);
+  const auto gb = lnv::eval::gradients(again, eb, ro, r);
+  size_t shared = 0;
+  for (size_t i = 0; i < f.original.params.size(); ++i) {
+    const std::string& name = f.original.params[i].name;
+    if (!again.has(name) || again.ref(name).kind != lnv::ValueRef::Kind::param) continue;
+    ++shared;
+    const double d = max_diff({ga.params[i]}, {gb.params[again.ref(name).index]});
+    EXPECT_LE(d, 1e-30 * std::max(1.0, max_abs({ga.params[i]}))) << "gradient of " << name;
+  }
+  std::cout << "  " << out.filename().string() << ": outputs and the gradients of " << shared
+            << " shared params equal at 128 bits\n";
+  EXPECT_GT(shared, 0u);
+}
+
+class TrainingFolds : public testing::TestWithParam<std::tuple<Export, RmsOp>> {};
+
+TEST_P(TrainingFolds, KeepEveryInitializerAndTheFunctionOfTheParameters) {
+  const auto& [e, op] = GetParam();
+  const fs::path src = kDir + e.file;
+  const fs::path out = temp_dir("train_" + e.file + op_name(op)) / ("trained_" + e.file);
+  const bool old_softmax = e.file.find("opset9") != std::string::npos ||
+                           e.file.find("opset11") != std::string::npos;
+  if (op == RmsOp::onnx23 && old_softmax) {
+    EXPECT_THROW(fold_training_to(src, e.dims, out, op), lnv::ModelError);
+    EXPECT_FALSE(fs::exists(out));
+    return;
+  }
+  const Folded f = fold_training_to(src, e.dims, out, op);
+  EXPECT_EQ(f.summary.norms, f.plan.fold.size());
+  EXPECT_GT(f.summary.norms, 0u);
+  EXPECT_NO_THROW(check_onnx_file(out));       // (a)
+  expect_parameters_kept(src, out, f, op);     // (b)
+  expect_same_training_function(f, out, e.dims);  // (c)
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllSpellings, TrainingFolds,
     testing::Combine(testing::ValuesIn(exports()),
                      testing::Values(RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23)),
     [](const testing::TestParamInfo<std::tuple<Export, RmsOp>>& info) {
