@@ -73,6 +73,7 @@ bool narrow_source(const Graph& g) {
 struct State {
   std::string model, out, mode = "inference", json, weights, dtype = "source", rms_op;
   bool inline_values = false, timings = false, no_fsync = false, keep_opset = false;
+  bool dtype_given = false;  // --weights-dtype on the command line
   std::vector<std::string> dims;
 };
 
@@ -87,8 +88,8 @@ int fold_to_onnx(const State& st, Mode mode) {
   if (!is_onnx_input(st.model))
     throw ModelError(st.out, "an ONNX output needs an ONNX model (this one is a model.json); "
                              "use -o OUT.json");
-  if (!st.weights.empty() || st.inline_values)
-    throw ModelError(st.weights.empty() ? "--inline" : "--weights",
+  if (!st.weights.empty() || st.inline_values || st.dtype_given)
+    throw ModelError(!st.weights.empty() ? "--weights" : st.inline_values ? "--inline" : "--weights-dtype",
                      "applies to a model.json output; an ONNX output keeps its weights as the "
                      "input does (docs/onnx.md, \"ONNX out\")");
   if (same_file(st.model, st.out))
@@ -168,7 +169,7 @@ Action setup(CLI::App& sub) {
                                  "params of 65536+ values)");
   sub.add_flag("--inline", st->inline_values, "write every value inline into OUT (no side file)")
       ->excludes(weights);
-  sub.add_option("--weights-dtype", st->dtype,
+  auto* dtype = sub.add_option("--weights-dtype", st->dtype,
                  "side file dtype: source (F32 when the input's large params are all "
                  "F32/F16/BF16 files, else F64), f32 (nearest float) or f64 (exact)")
       ->check(CLI::IsMember({"source", "f32", "f64"}));
@@ -184,7 +185,8 @@ Action setup(CLI::App& sub) {
   sub.add_flag("--no-fsync", st->no_fsync,
                "do not flush the written files to disk before renaming them into place "
                "(faster; a crash soon after may leave an empty or partial file)");
-  return [st]() -> int {
+  return [st, dtype]() -> int {
+    st->dtype_given = dtype->count() > 0;
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
     if (!st->json.empty() && (same_file(st->json, st->model) || same_file(st->json, st->out)))

@@ -872,12 +872,12 @@ class FoldWriter {
                                                ", which the file does not store as an initializer "
                                                "of the norm's type; the training writer adds no "
                                                "parameters");
-      if (!change)
-        throw ModelError(source_.string(), "--mode training: the RMSNorm at " + in_quotes(base) +
-                                               " needs its " + what + " " + in_quotes(init) +
-                                               " as a tensor of shape " + to_string(p.shape) +
-                                               ", and the file stores another shape");
-      return center_in_graph(init, p, *change, at);
+      if (change) return center_in_graph(init, p, *change, at);
+      // Stored with other dims of the same values ([1, C] for [C]): reshaped in the graph.
+      const std::string out = fresh(init + ".reshaped");
+      const std::vector<int64_t> dims(p.shape.begin(), p.shape.end());
+      inserted_[at].push_back(make_node(base, "Reshape", {init, int64_initializer(base + "/" + what + "_shape", dims)}, out));
+      return out;
     }
     return float_initializer(base + "/" + what, p.shape, effective_values(p), type);
   }
