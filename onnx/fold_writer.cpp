@@ -626,10 +626,6 @@ class FoldWriter {
       throw ModelError(where, "whose centered axes do not keep the dims of the table " + in_quotes(v));
     Axes axes;
     for (int64_t j = trank - k; j < trank; ++j) axes.push_back(j);
-    if (training()) {
-      mp_.mutable_graph()->mutable_node(first)->set_input(0, center_nodes(v, axes, c.remove, first));
-      return;
-    }
     const std::vector<double> centered = centered_values(decode_floats(table, model_dir_), dims, axes, c.remove);
     if (readers_.at(v).size() == 1) {
       store(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), centered);

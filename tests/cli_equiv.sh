@@ -167,6 +167,13 @@ run "dropout model: training fold equal in training mode, all gradients" 0 "$LNV
 has "dropout model, training fold: equal" "^result: equal \(10 equal, 0 different"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['dropouts']==['drop_1'], r['dropouts']; print('masks shared')" "$T/drop.json" > "$T/out" 2>&1
 has "dropout model: the dropout's masks are shared" "masks shared"
+/usr/bin/python3 -c "
+import json, sys, jsonschema
+r = json.load(open(sys.argv[1]))
+jsonschema.validate(r, json.load(open(sys.argv[2])))
+print('params', sum(q['quantity'].startswith('gradient of param') for q in r['quantities']))" \
+  "$T/drop.json" "$ROOT/docs/spec/schemas/equiv.schema.json" > "$T/out" 2>&1
+has "dropout model: the --grad-params report meets the schema" "^params 8$"
 run "dropout model: inference fold in training mode differs" 1 "$LNV" equiv "$T/drop.onnx" \
   "$T/drop.inf.onnx" --mode training --trials 3
 has "dropout model, inference fold in training: names the output" "output 'ln2' differs by up to"
