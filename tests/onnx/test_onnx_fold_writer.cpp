@@ -670,6 +670,42 @@ TEST(HandMade, TrainingFoldReshapesANormScaleStoredWithOtherDims) {
   }
 }
 
+// A per-token bias c [3, 1] added before a LayerNorm over the features is broadcast along
+// the norm's axis: the fold removes it. In training it stays a parameter read through
+// "c.zero" = Sub(c, ReduceMean(c, [1])), which is zero with gradient zero.
+TEST(HandMade, TrainingFoldZeroesARemovedTermInTheGraph) {
+  ox::ModelProto mp = base_model();
+  auto* g = mp.mutable_graph();
+  g->set_name("removed");
+  add_value(g->mutable_input(), "x", ox::TensorProto::FLOAT, {2, 3, 4});
+  *g->add_initializer() = float_tensor("w", {4, 4}, 10);
+  *g->add_initializer() = float_tensor("c", {3, 1}, 11);
+  *g->add_initializer() = float_tensor("ln.scale", {4}, 12);
+  *g->add_initializer() = float_tensor("ln.bias", {4}, 13);
+  add_node(g, "proj", "MatMul", {"x", "w"}, {"a"});
+  add_node(g, "shift", "Add", {"a", "c"}, {"s"});
+  auto* ln = add_node(g, "ln", "LayerNormalization", {"s", "ln.scale", "ln.bias"}, {"y"});
+  auto* e = ln->add_attribute();
+  e->set_name("epsilon");
+  e->set_type(ox::AttributeProto::FLOAT);
+  e->set_f(1e-5f);
+  add_value(g->mutable_output(), "y", ox::TensorProto::FLOAT, {2, 3, 4});
+  const fs::path dir = temp_dir("removed");
+  write_proto(mp, dir / "removed.onnx");
+  const fs::path out = dir / "removed_training.onnx";
+  const Folded f = fold_training_to(dir / "removed.onnx", {}, out, RmsOp::decomposed);
+  ASSERT_EQ(f.plan.fold.size(), 1u);
+  bool removed_term = false;
+  for (const auto& t : f.plan.center) removed_term = removed_term || (t.param == "c" && t.remove);
+  ASSERT_TRUE(removed_term) << "the plan removes c";
+  EXPECT_NO_THROW(check_onnx_file(out));
+  const ox::ModelProto b = read_proto(out);
+  EXPECT_EQ(node_named(b, "shift").input(1), "c.zero");
+  EXPECT_EQ(node_named(b, "c/zero/Sub").input(0), "c");
+  expect_parameters_kept(dir / "removed.onnx", out, f, RmsOp::decomposed);
+  expect_same_training_function(f, out, {});
+}
+
 // An initializer shared by two MatMuls (an exporter deduplicating equal tensors): the one
 // feeding the LayerNorm is centered, the other keeps the original.
 TEST(HandMade, DeduplicatedInitializerIsSplit) {
