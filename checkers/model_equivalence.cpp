@@ -179,8 +179,8 @@ struct Quantity {
   std::string name;
   Shape shape;
   bool gradient = false;
-  bool param = false;  // a gradient with respect to a param, not an input
   int a = 0, b = 0;  // output index, or input (param) index for a gradient
+  bool param = false;  // a gradient with respect to a param, not an input
 };
 
 // Every quantity compared at one precision over all trials.
@@ -208,15 +208,15 @@ class Runner {
     for (size_t i = 0; i < a.inputs.size(); ++i)
       if (a.inputs[i].dtype == DType::float_)
         quantities_.push_back({"gradient of input '" + a.inputs[i].name + "'", a.inputs[i].shape,
-                               true, false, static_cast<int>(i), b.ref(a.inputs[i].name).index});
+                               true, static_cast<int>(i), b.ref(a.inputs[i].name).index});
     if (!opt.grad_params) return;
     for (size_t i = 0; i < a.params.size(); ++i) {
       const Param& p = a.params[i];
       if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) continue;
       const int j = b.ref(p.name).index;
       if (b.params[j].shape == p.shape)
-        quantities_.push_back({"gradient of param '" + p.name + "'", p.shape, true, true,
-                               static_cast<int>(i), j});
+        quantities_.push_back({"gradient of param '" + p.name + "'", p.shape, true,
+                               static_cast<int>(i), j, true});
     }
   }
 
