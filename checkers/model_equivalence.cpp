@@ -179,7 +179,8 @@ struct Quantity {
   std::string name;
   Shape shape;
   bool gradient = false;
-  int a = 0, b = 0;  // output index, or input index for a gradient
+  int a = 0, b = 0;  // output index, or input (param) index for a gradient
+  bool param = false;  // a gradient with respect to a param, not an input
 };
 
 // Every quantity compared at one precision over all trials.
@@ -208,6 +209,15 @@ class Runner {
       if (a.inputs[i].dtype == DType::float_)
         quantities_.push_back({"gradient of input '" + a.inputs[i].name + "'", a.inputs[i].shape,
                                true, static_cast<int>(i), b.ref(a.inputs[i].name).index});
+    if (!opt.grad_params) return;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      const Param& p = a.params[i];
+      if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) continue;
+      const int j = b.ref(p.name).index;
+      if (b.params[j].shape == p.shape)
+        quantities_.push_back({"gradient of param '" + p.name + "'", p.shape, true,
+                               static_cast<int>(i), j, true});
+    }
   }
 
   EquivReport run() {
@@ -300,13 +310,20 @@ class Runner {
         v.b.push_back(eb.outputs[q.b]);
       }
       if (opt_.grad) {
-        const eval::Gradients<Mpfr> ga = eval::gradients(a_, ea, ro);
-        const eval::Gradients<Mpfr> gb = eval::gradients(b_, eb, ro);
+        // One loss for both: B's outputs get the cotangents of the A outputs they pair with.
+        const std::vector<Tensor<Mpfr>> ra = eval::loss_cotangents<Mpfr>(a_, seed);
+        std::vector<Tensor<Mpfr>> rb(b_.outputs.size());
+        for (const Quantity& q : quantities_)
+          if (!q.gradient) rb[q.b] = ra[q.a];
+        const eval::Gradients<Mpfr> ga = eval::gradients(a_, ea, ro, ra);
+        const eval::Gradients<Mpfr> gb = eval::gradients(b_, eb, ro, rb);
         m.scale = std::max({m.scale, max_finite_magnitude(ga.inputs), max_finite_magnitude(gb.inputs)});
         for (const Quantity& q : quantities_) {
           if (!q.gradient) continue;
-          v.a.push_back(ga.inputs[q.a]);
-          v.b.push_back(gb.inputs[q.b]);
+          v.a.push_back(q.param ? ga.params[q.a] : ga.inputs[q.a]);
+          v.b.push_back(q.param ? gb.params[q.b] : gb.inputs[q.b]);
+          if (q.param)
+            m.scale = std::max({m.scale, max_finite_magnitude({v.a.back()}), max_finite_magnitude({v.b.back()})});
         }
       }
       per_trial.push_back(std::move(v));

@@ -9,7 +9,8 @@
 // node name: a mask is the stream of the dropout node's name (format.md), so same-named
 // dropouts of A and B draw the same mask, and require_same_interface demands that their
 // dropouts pair up that way (docs/spec/decisions.md). Each output (matched by name) and,
-// with opt.grad, the gradient of the loss of format.md (cotangents drawn by output name)
+// with opt.grad, the gradient of the loss of format.md (cotangents drawn by A's output
+// names, each B output getting those of the A output it pairs with)
 // with respect to each float input is compared element by element. The rounding bound is
 // rounding_bound() (equivalence.h) of the larger of the two graphs for the largest
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
@@ -34,6 +35,9 @@ struct EquivOptions {
   int trials = 3;       // shared random inputs (and dropout masks)
   uint64_t seed = 0;    // run seed of trial 0
   bool grad = false;    // also compare the gradients of the loss w.r.t. the float inputs
+  // with grad: also w.r.t. every param both models hold under the same name and shape (the
+  // stored values, before center_axes / cbwc): a training fold's parameters
+  bool grad_params = false;
   // A difference that stays at twice the precision but is within rounding_bound() at
   // weight_bits (what rounding every stored weight to that many bits can cause: a fold's
   // centered weights saved in double) is "equal up to weight storage"; strict: different.

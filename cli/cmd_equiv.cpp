@@ -1,4 +1,4 @@
-// `lnverify equiv A B [--mode inference|training] [--grad] [--bits N] [--trials K]
+// `lnverify equiv A B [--mode inference|training] [--grad [--grad-params]] [--bits N] [--trials K]
 // [--seed S] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
 // mix of model.json and ONNX) compute the same function, by exact evaluation on shared
 // random inputs (checkers/model_equivalence.h).
@@ -80,8 +80,12 @@ Action setup(CLI::App& sub) {
   sub.add_option("--mode", opt->mode,
                  "inference (default) or training (dropout masks shared by node name)")
       ->check(CLI::IsMember({"inference", "training"}));
-  sub.add_flag("--grad", opt->equiv.grad,
-               "also compare the gradients of the loss with respect to the float inputs");
+  auto* grad = sub.add_flag("--grad", opt->equiv.grad,
+                            "also compare the gradients of the loss with respect to the float inputs");
+  sub.add_flag("--grad-params", opt->equiv.grad_params,
+               "with --grad: also compare the gradients with respect to every param both models "
+               "store under the same name and shape (a training fold's parameters)")
+      ->needs(grad);
   sub.add_option("--bits", opt->equiv.bits, "MPFR precision of the evaluations (default 256)")
       ->check(CLI::Range(24u, 8192u));
   sub.add_option("--trials", opt->equiv.trials, "shared random inputs (default 3)")

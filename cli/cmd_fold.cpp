@@ -4,8 +4,10 @@
 // rewrites every LayerNorm foldable in the mode into an RMSNorm, centering the terms that
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
-// `lnverify fold MODEL.onnx -o FOLDED.onnx [--rms-op decomposed|ort|onnx23] [--keep-opset]`
-// writes the inference fold onto the original ONNX file instead (onnx/fold_writer.h).
+// `lnverify fold MODEL.onnx -o FOLDED.onnx [--mode inference|training]
+//                [--rms-op decomposed|ort|onnx23] [--keep-opset]`
+// writes the fold onto the original ONNX file instead (onnx/fold_writer.h): inference
+// stores centered initializers, training keeps every initializer and centers in the graph.
 //
 // Where the weights go: when the input has `file` params or a param of at least
 // kLargeParam values (or --weights is given), params that must be written out (centered,
@@ -71,6 +73,7 @@ bool narrow_source(const Graph& g) {
 struct State {
   std::string model, out, mode = "inference", json, weights, dtype = "source", rms_op;
   bool inline_values = false, timings = false, no_fsync = false, keep_opset = false;
+  bool dtype_given = false;  // --weights-dtype on the command line
   std::vector<std::string> dims;
 };
 
@@ -85,11 +88,8 @@ int fold_to_onnx(const State& st, Mode mode) {
   if (!is_onnx_input(st.model))
     throw ModelError(st.out, "an ONNX output needs an ONNX model (this one is a model.json); "
                              "use -o OUT.json");
-  if (mode != Mode::inference)
-    throw ModelError("--mode training", "an ONNX output holds the inference fold only (ONNX "
-                                        "has no cbwc marking); use -o OUT.json for training");
-  if (!st.weights.empty() || st.inline_values)
-    throw ModelError(st.weights.empty() ? "--inline" : "--weights",
+  if (!st.weights.empty() || st.inline_values || st.dtype_given)
+    throw ModelError(!st.weights.empty() ? "--weights" : st.inline_values ? "--inline" : "--weights-dtype",
                      "applies to a model.json output; an ONNX output keeps its weights as the "
                      "input does (docs/onnx.md, \"ONNX out\")");
   if (same_file(st.model, st.out))
@@ -112,8 +112,13 @@ int fold_to_onnx(const State& st, Mode mode) {
   lap("load");
   const FoldPlan plan = detect_foldable(g, mode);
   lap("detect");
+  // The writer reads where each centered value goes from the plan applied as in inference;
+  // in training it computes those values in the graph instead of storing them.
+  FoldPlan as_stored = plan;
+  as_stored.mode = Mode::inference;
   std::optional<AtomicFileWriter> report_file;
   onnx_import::FoldWriteOptions options;
+  options.mode = mode;
   options.rms_op = st.rms_op == "ort"      ? onnx_import::RmsOp::ort
                    : st.rms_op == "onnx23" ? onnx_import::RmsOp::onnx23
                                            : onnx_import::RmsOp::decomposed;
@@ -126,7 +131,7 @@ int fold_to_onnx(const State& st, Mode mode) {
   }
   const std::string summary = report::audit_summary(g, plan);
   const auto imported = onnx_import::imported_params(g);
-  const Graph folded = apply_fold(std::move(g), plan);  // in place: no copy of the weights
+  const Graph folded = apply_fold(std::move(g), as_stored);  // in place: no copy of the weights
   lap("fold");
   onnx_import::FoldWriteSummary w;
   {
@@ -137,9 +142,13 @@ int fold_to_onnx(const State& st, Mode mode) {
   lap("write");
   std::cout << summary << "\n"
             << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
-            << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), "
-            << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
-            << " centered in place, " << w.centered_copies << " new\n";
+            << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), ";
+  if (mode == Mode::training)
+    std::cout << w.centered_in_graph << " value" << (w.centered_in_graph == 1 ? "" : "s")
+              << " centered in the graph, every initializer kept (training)\n";
+  else
+    std::cout << w.centered_in_place << " initializer" << (w.centered_in_place == 1 ? "" : "s")
+              << " centered in place, " << w.centered_copies << " new\n";
   if (!w.side_file.empty()) std::cout << "data: " << w.side_file << "\n";
   for (const std::string& f : w.copied_files) std::cout << "copied: " << f << "\n";
   if (st.timings) {
@@ -159,7 +168,8 @@ Action setup(CLI::App& sub) {
   add_model_input(sub, st->model, st->dims, "the model to rewrite (model.json or .onnx)");
   sub.add_option("-o,--output", st->out, "where to write the rewritten model: model.json, or FOLDED.onnx for an ONNX model")->required();
   sub.add_option("--mode", st->mode, "inference (center weights in place) or training "
-                                     "(keep the stored weights, mark cbwc)")
+                                     "(keep the stored weights: cbwc marks, or for an ONNX "
+                                     "output centering nodes in the graph)")
       ->check(CLI::IsMember({"inference", "training"}));
   sub.add_option("--json", st->json, "also write the audit report of the fold as JSON");
   auto* weights = sub.add_option("--weights", st->weights,
@@ -168,7 +178,7 @@ Action setup(CLI::App& sub) {
                                  "params of 65536+ values)");
   sub.add_flag("--inline", st->inline_values, "write every value inline into OUT (no side file)")
       ->excludes(weights);
-  sub.add_option("--weights-dtype", st->dtype,
+  auto* dtype = sub.add_option("--weights-dtype", st->dtype,
                  "side file dtype: source (F32 when the input's large params are all "
                  "F32/F16/BF16 files, else F64), f32 (nearest float) or f64 (exact)")
       ->check(CLI::IsMember({"source", "f32", "f64"}));
@@ -184,7 +194,8 @@ Action setup(CLI::App& sub) {
   sub.add_flag("--no-fsync", st->no_fsync,
                "do not flush the written files to disk before renaming them into place "
                "(faster; a crash soon after may leave an empty or partial file)");
-  return [st]() -> int {
+  return [st, dtype]() -> int {
+    st->dtype_given = dtype->count() > 0;
     if (same_file(st->model, st->out))
       throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
     if (!st->json.empty() && (same_file(st->json, st->model) || same_file(st->json, st->out)))

@@ -16,6 +16,12 @@
 // - each folded norm: the ONNX nodes meta.onnx.norms lists are replaced, where the last of
 //   them stood, by an RMSNorm spelled as --rms-op says, reading the first node's input and
 //   writing the last node's output.
+// - training (FoldWriteOptions::mode): no initializer changes. Every use the inference
+//   writer would point at centered data (in place or a copy; a norm's changed param; a
+//   lookup table) reads instead "<W>.centered" = Sub(W, ReduceMean(W, axes, keepdims=1)),
+//   or for a removed term "<W>.zero", the same Sub over W's size-1 axes (W minus itself,
+//   so W stays a parameter of the graph), computed by new nodes placed before the first
+//   reader.
 #include "onnx/fold_writer.h"
 
 #include <onnx/checker.h>
@@ -28,6 +34,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -561,6 +568,8 @@ class FoldWriter {
   }
 
   void center_params() {
+    // Training reads inferred shapes: inferred once, on the graph before any rewiring.
+    if (training()) inferred("");
     // Per ONNX value (an initializer, or a constant the import folded): the readers that
     // want each centering, and the fold's param holding it.
     struct Want {
@@ -613,6 +622,21 @@ class FoldWriter {
     bool every_reader = true;
     for (const Slot& s : readers_.at(value))
       if (!removed_by_norm(s.node)) every_reader = every_reader && slots.count(s);
+    if (training()) {
+      for (const std::string& p : params) {
+        const Param& fp = f_.params[f_.param_index(p)];
+        const Centering& c = centering.at(p);
+        std::vector<Slot> at_table;
+        for (const auto& [s, q] : slots) {
+          if (q != p) continue;
+          if (c.remove || !center_rows_gathered(s, fp, c.axes)) at_table.push_back(s);
+        }
+        if (at_table.empty()) continue;
+        const std::string name = center_in_graph(value, fp, c, at_table.front().node);
+        for (const Slot& s : at_table) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, name);
+      }
+      return;
+    }
     auto& proto = *mp_.mutable_graph()->mutable_initializer(initializer_.at(value));
     const ox::TensorProto src = proto;  // where the data is read from (external: no data copied)
     for (const std::string& p : params) {
@@ -642,6 +666,7 @@ class FoldWriter {
                               "split a folded constant");
     const Param& fp = f_.params[f_.param_index(*params.begin())];
     const Centering& c = centering.at(*params.begin());
+    if (training()) return center_lookup_result(value, slots, fp, c);
     const int64_t rank = int64_t(fp.shape.size());
     const int64_t k = c.remove ? 0 : int64_t(c.axes.size());
     for (size_t j = 0; j < c.axes.size(); ++j)
@@ -686,6 +711,123 @@ class FoldWriter {
       const std::string name = centered_initializer(v + ".centered", dims, table, dims, wanted);
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
     }
+  }
+
+  // --- centering in the graph (training) -----------------------------------------------
+
+  bool training() const { return options_.mode == Mode::training; }
+
+  // The use of initializer `init` that the fold's param `p` stands for, centered as `c`:
+  // the value computed from `init` by nodes placed before node `before`.
+  std::string center_in_graph(const std::string& init, const Param& p, const Centering& c, int before) {
+    const auto& t = mp_.graph().initializer(initializer_.at(init));
+    const Shape dims(t.dims().begin(), t.dims().end());
+    if (dims != p.shape)
+      throw ModelError(source_.string(), "--mode training: the fold centers " + in_quotes(init) +
+                                             " as a tensor of shape " + to_string(p.shape) +
+                                             ", and the file stores it as " + to_string(dims) +
+                                             "; the training writer centers initializers as stored");
+    return center_nodes(init, c.axes, c.remove, before);
+  }
+
+  // An embedding lookup Gather(W, ids) (axis 0) of a table centered along its other axes:
+  // centering commutes with taking rows, so the gathered rows are centered after the
+  // Gather, which keeps it a lookup of the stored table. False when `s` is no such read.
+  bool center_rows_gathered(const Slot& s, const Param& p, const Axes& axes) {
+    const auto& n = mp_.graph().node(s.node);
+    if (n.op_type() != "Gather" || (!n.domain().empty() && n.domain() != "ai.onnx") || s.input != 0)
+      return false;
+    for (const auto& a : n.attribute())
+      if (a.name() == "axis" && a.i() != 0) return false;
+    if (std::find(axes.begin(), axes.end(), 0) != axes.end()) return false;
+    const std::string rows = n.output(0);
+    const auto info = inferred(rows);
+    if (!info || !info->type().tensor_type().has_shape() || is_graph_output(rows)) return false;
+    const int64_t rank = info->type().tensor_type().shape().dim_size();
+    const int64_t shift = rank - int64_t(p.shape.size());
+    if (shift < 0) return false;
+    Axes out_axes;
+    for (int64_t a : axes) out_axes.push_back(a + shift);
+    const std::vector<Slot> row_readers = readers_.count(rows) ? readers_.at(rows) : std::vector<Slot>{};
+    const std::string centered = center_value(rows, out_axes, s.node + 1, *info);
+    for (const Slot& r : row_readers) mp_.mutable_graph()->mutable_node(r.node)->set_input(r.input, centered);
+    return true;
+  }
+
+  // The lookup's result `value` (every reader of which wants `c`), centered where it is
+  // read: the chain stays a lookup of the stored table.
+  void center_lookup_result(const std::string& value, const std::map<Slot, std::string>& slots,
+                            const Param& p, const Centering& c) {
+    Axes axes = c.axes;
+    if (c.remove) {
+      axes.clear();
+      for (size_t a = 0; a < p.shape.size(); ++a)
+        if (p.shape[a] == 1) axes.push_back(int64_t(a));
+      if (axes.empty() && !p.shape.empty())
+        throw ModelError(source_.string(), "--mode training: the fold zeroes the constant " +
+                                               in_quotes(value) + " (shape " + to_string(p.shape) +
+                                               "), which has no axis of size 1 to compute the "
+                                               "zeros over in the graph");
+    }
+    ox::ValueInfoProto like;
+    if (const auto v = inferred(value)) like = *v;
+    const std::string centered = center_value(value, axes, slots.begin()->first.node, like, c.remove);
+    for (const auto& [s, q] : slots) mp_.mutable_graph()->mutable_node(s.node)->set_input(s.input, centered);
+  }
+
+  // Sub(W, ReduceMean(W, axes, keepdims=1)) before node `before`; for a removed term the
+  // axes are W's size-1 axes (all of a scalar's), so the difference is W minus itself.
+  std::string center_nodes(const std::string& init, Axes axes, bool remove, int before) {
+    const auto& t = mp_.graph().initializer(initializer_.at(init));
+    const Shape dims(t.dims().begin(), t.dims().end());
+    if (remove) {
+      axes.clear();
+      for (size_t a = 0; a < dims.size(); ++a)
+        if (dims[a] == 1) axes.push_back(int64_t(a));
+      if (axes.empty() && !dims.empty())
+        throw ModelError(source_.string(), "--mode training: the fold zeroes " + in_quotes(init) +
+                                               " (shape " + to_string(dims) + "), which has no "
+                                               "axis of size 1 to compute the zeros over in the graph");
+    }
+    ox::ValueInfoProto info;
+    auto* tt = info.mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(t.data_type());
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+    return center_value(init, axes, before, info, remove);
+  }
+
+  // Sub(v, ReduceMean(v, axes, keepdims=1)) ("<v>.centered", or "<v>.zero" when it is v
+  // minus itself) by nodes placed before node `before`, declared with the type and shape
+  // of `like`.
+  std::string center_value(const std::string& v, const Axes& axes, int before,
+                           ox::ValueInfoProto like, bool remove = false) {
+    const std::string base = v + (remove ? "/zero" : "/center");
+    const std::string mean = fresh(v + ".mean");
+    const std::string out = fresh(v + (remove ? ".zero" : ".centered"));
+    ox::NodeProto reduce = make_node(base, "ReduceMean", {v}, mean);
+    if (!axes.empty() && default_opset() >= 18) {
+      reduce.add_input(int64_initializer(base + "/axes", {axes.begin(), axes.end()}));
+    } else if (!axes.empty()) {
+      auto* a = reduce.add_attribute();
+      a->set_name("axes");
+      a->set_type(ox::AttributeProto::INTS);
+      for (int64_t v : axes) a->add_ints(v);
+    }
+    auto* keep = reduce.add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(ox::AttributeProto::INT);
+    keep->set_i(1);
+    auto& at = inserted_[before];
+    at.push_back(reduce);
+    at.push_back(make_node(base, "Sub", {v, mean}, out));
+    if (like.type().has_tensor_type()) {
+      like.set_name(out);
+      like.clear_doc_string();
+      *mp_.mutable_graph()->add_value_info() = std::move(like);
+    }
+    ++summary_.centered_in_graph;
+    return out;
   }
 
   // --- norms ---------------------------------------------------------------------------
@@ -784,13 +926,30 @@ class FoldWriter {
 
   // The param of the norm, as an initializer name: the original's when unchanged and of the
   // same dims, else a new one.
-  std::string norm_param(const std::string& base, const char* what, const Param& p, int32_t type) {
-    if (!change_of(p)) {
+  std::string norm_param(const std::string& base, const char* what, const Param& p, int32_t type,
+                         int at) {
+    const auto change = change_of(p);
+    if (!change) {
       const std::string init = file_name(p.name);
       if (initializer_.count(init)) {
         const auto& t = mp_.graph().initializer(initializer_.at(init));
         if (Shape(t.dims().begin(), t.dims().end()) == p.shape && t.data_type() == type) return init;
       }
+    }
+    if (training()) {
+      const std::string init = file_name(origin_param(p.name));
+      if (!initializer_.count(init) || type_of_initializer(init) != type)
+        throw ModelError(source_.string(), "--mode training: the RMSNorm at " + in_quotes(base) +
+                                               " reads its " + what + " " + in_quotes(init) +
+                                               ", which the file does not store as an initializer "
+                                               "of the norm's type; the training writer adds no "
+                                               "parameters");
+      if (change) return center_in_graph(init, p, *change, at);
+      // Stored with other dims of the same values ([1, C] for [C]): reshaped in the graph.
+      const std::string out = fresh(init + ".reshaped");
+      const std::vector<int64_t> dims(p.shape.begin(), p.shape.end());
+      inserted_[at].push_back(make_node(base, "Reshape", {init, int64_initializer(base + "/" + what + "_shape", dims)}, out));
+      return out;
     }
     if (p.values_deferred) {  // a norm param the fold changed, still in the file
       Param loaded = p;
@@ -843,14 +1002,17 @@ class FoldWriter {
       const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
       const int32_t type = float_type_of(x, weight);
       const std::string base = file_name(norm) + "/RMS";
-      inserted_[last] = rms_nodes(base, x, y, k, fn.eps, weight, bias, type);
+      std::vector<ox::NodeProto> rms = rms_nodes(base, x, y, k, fn.eps, weight, bias, type, last);
+      auto& before_last = inserted_[last];  // after the nodes centering its params (training)
+      before_last.insert(before_last.end(), rms.begin(), rms.end());
       ++summary_.norms;
     }
   }
 
   std::vector<ox::NodeProto> rms_nodes(const std::string& base, const std::string& x,
                                        const std::string& y, int64_t k, double eps,
-                                       const Param* weight, const Param* bias, int32_t type) {
+                                       const Param* weight, const Param* bias, int32_t type,
+                                       int at) {
     std::vector<ox::NodeProto> out;
     auto value = [&](const char* what) { return fresh(base + "/" + what + "_output_0"); };
     const std::string normed = bias ? value("normed") : y;
@@ -881,14 +1043,14 @@ class FoldWriter {
       out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, type)}, ve));
       out.push_back(make_node(base, "Sqrt", {ve}, sd));
       out.push_back(make_node(base, "Div", {x, sd}, scaled));
-      if (weight) out.push_back(make_node(base, "Mul", {scaled, norm_param(base, "weight", *weight, type)}, normed));
+      if (weight) out.push_back(make_node(base, "Mul", {scaled, norm_param(base, "weight", *weight, type, at)}, normed));
     } else {
       if (!weight)
         throw ModelError(source_.string(), "a norm without a weight needs --rms-op decomposed "
                                            "(the fused ops take a scale)");
       const bool ort = options_.rms_op == RmsOp::ort;
       ox::NodeProto n = make_node(base, ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
-                                  {x, norm_param(base, "weight", *weight, type)}, normed);
+                                  {x, norm_param(base, "weight", *weight, type, at)}, normed);
       auto* a = n.add_attribute();
       a->set_name("axis");
       a->set_type(ox::AttributeProto::INT);
@@ -905,7 +1067,7 @@ class FoldWriter {
     }
     if (bias) {
       if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
-      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type)}, y));
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, at)}, y));
     }
     return out;
   }
@@ -920,6 +1082,8 @@ class FoldWriter {
         for (auto& n : it->second) *nodes.Add() = n;
       if (!removed_.count(i)) *nodes.Add() = g->node(i);
     }
+    if (auto it = inserted_.find(g->node_size()); it != inserted_.end())
+      for (auto& n : it->second) *nodes.Add() = n;  // after the last node (training)
     g->mutable_node()->Swap(&nodes);
     drop_norm_constants();
     for (auto& t : new_initializers_) *g->add_initializer() = std::move(t);

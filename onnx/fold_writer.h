@@ -1,5 +1,6 @@
 // The fold written as ONNX: the original file's graph with the nodes of every folded norm
-// replaced by an RMSNorm and the centered initializers replaced by centered copies; every
+// replaced by an RMSNorm and the centered initializers replaced by centered copies
+// (inference), or read through nodes that center them in the graph (training); every
 // other node, initializer, name, doc string, metadata entry and opset import as it was
 // (docs/onnx.md, "ONNX out").
 //
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/mode.h"
 #include "core/progress.h"
 #include "onnx/onnx_model.h"
 
@@ -31,6 +33,10 @@ enum class RmsOp {
 
 struct FoldWriteOptions {
   RmsOp rms_op = RmsOp::decomposed;
+  // inference: centered values are stored (in place, or in untied ".centered" copies).
+  // training: every initializer keeps its bytes; each centered use reads
+  // Sub(W, ReduceMean(W)) computed in the graph from the original initializer W.
+  Mode mode = Mode::inference;
   // With onnx23: a model whose default-domain opset is below 23 is refused instead of
   // raised to 23.
   bool keep_opset = false;
@@ -46,6 +52,7 @@ struct FoldWriteSummary {
   size_t norms = 0;             // norms replaced
   size_t centered_in_place = 0; // initializers whose data was replaced, name kept
   size_t centered_copies = 0;   // new initializers (untied centered copies, norm params)
+  size_t centered_in_graph = 0; // training: centered values computed by new nodes
   size_t dropped = 0;           // initializers only the replaced norms' nodes read
   std::string side_file;        // the new external data file ("" when none was written)
   std::vector<std::string> copied_files;  // external data files copied beside the output
@@ -62,11 +69,14 @@ struct ImportedParams {
 ImportedParams imported_params(const lnv::Graph& original);
 
 // Precondition: `original` describes import_onnx(source, dims) and `folded` is apply_fold
-// of that graph in inference mode with the norms `folded_norms` swapped. Reads `source`
+// of that graph with a plan applied in inference mode, the norms `folded_norms` swapped
+// (for a training fold: the training plan's terms applied as in inference, which marks
+// every centered use with the centering it wants; options.mode says how it is written). Reads `source`
 // again as a ModelProto and writes `out` (and its side files) atomically. Throws lnv::ModelError
 // (nothing written) when `out` or a side file would replace the input or a file it reads,
 // when onnx23 meets --keep-opset on an older opset or an op whose meaning changed before
-// opset 23, or when a centered term cannot be expressed in the original graph.
+// opset 23, or when a centered term cannot be expressed in the original graph (in
+// training: also a norm param the RMSNorm cannot read as the file stores it).
 FoldWriteSummary write_folded_onnx(const std::filesystem::path& source,
                                    const ImportedParams& original, const lnv::Graph& folded,
                                    const std::vector<std::string>& folded_norms,

@@ -201,11 +201,46 @@ std::optional<std::vector<int64_t>> symmetric_pads(Importer& im, const onnx_impo
   return sym;
 }
 
+// The constant W when `v` is Sub(W, ReduceMean(W, [axis], keepdims=1)): W centered along
+// `axis` in the graph, as `fold --mode training` writes a CBWC weight (docs/onnx.md, "ONNX
+// out"); "" otherwise.
+std::string centered_constant(const Importer& im, const std::string& v, int64_t axis) {
+  const int s = im.producer(v);
+  if (s < 0) return "";
+  const onnx_import::Node& sub = im.nodes()[size_t(s)];
+  if (sub.op_type != "Sub" || !sub.domain.empty() || sub.inputs.size() != 2 ||
+      !im.is_constant(sub.inputs[0]))
+    return "";
+  const int m = im.producer(sub.inputs[1]);
+  if (m < 0) return "";
+  const onnx_import::Node& mean = im.nodes()[size_t(m)];
+  if (mean.op_type != "ReduceMean" || !mean.domain.empty() || mean.inputs.empty() ||
+      mean.inputs[0] != sub.inputs[0] || im.attr_i(mean, "keepdims", 1) != 1)
+    return "";
+  const auto axes = im.reduce_axes(mean);
+  const int64_t rank = int64_t(im.shape(sub.inputs[0]).size());
+  if (!axes || axes->size() != 1 || ((*axes)[0] + rank) % rank != axis) return "";
+  return sub.inputs[0];
+}
+
 void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   const std::vector<int64_t> x = im.shape(n.inputs[0]);
-  if (!im.is_constant(n.inputs[1])) return im.opaque(i, "a weight that is not a constant");
-  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !im.is_constant(n.inputs[2]))
-    return im.opaque(i, "a bias that is not a constant");
+  std::string weight = n.inputs[1];
+  std::string bias = n.inputs.size() > 2 ? n.inputs[2] : "";
+  // A weight (and bias) centered in the graph along the output channels: the stored ones
+  // with `cbwc`.
+  bool cbwc = false;
+  if (!im.is_constant(weight)) {
+    const std::string w = centered_constant(im, weight, 0);
+    const std::string b = bias.empty() ? "" : centered_constant(im, bias, 0);
+    if (!w.empty() && (bias.empty() || !b.empty())) {
+      weight = w;
+      bias = b;
+      cbwc = true;
+    }
+  }
+  if (!im.is_constant(weight)) return im.opaque(i, "a weight that is not a constant");
+  if (!bias.empty() && !im.is_constant(bias)) return im.opaque(i, "a bias that is not a constant");
   const std::vector<int64_t> w = im.shape(n.inputs[1]);
   if (w.size() != 3 && w.size() != 4) return im.opaque(i, "not a 1-D or 2-D convolution");
   const size_t s = w.size() - 2;
@@ -215,8 +250,9 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   const auto pads = symmetric_pads(im, n, x, kernel, strides, dilations);
   if (!pads) return im.opaque(i, "asymmetric padding");
   Node c = im.node(n, i, s == 1 ? Op::conv1d : Op::conv2d, {im.value(n.inputs[0])});
-  c.weight = im.value(n.inputs[1]);
-  if (n.inputs.size() > 2 && !n.inputs[2].empty()) c.bias = im.value(n.inputs[2]);
+  c.weight = im.value(weight);
+  if (!bias.empty()) c.bias = im.value(bias);
+  c.cbwc = cbwc;
   c.stride = strides;
   c.dilation = dilations;
   c.padding = *pads;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `lnverify equiv A B`: the real exports against themselves and against their other opset
-# spellings, a model.json against its fold (and a deliberately wrong fold), model.json
+# spellings and their inference and training folds to ONNX, a model.json against its fold
+# (and a deliberately wrong fold), a dropout model's training fold to ONNX, model.json
 # against ONNX, training mode with gradients, and the mismatches that exit 2.
 #   bash tests/cli_equiv.sh PATH/TO/lnverify
 set -uo pipefail
@@ -59,6 +60,50 @@ for f in "$D"/*.onnx; do
     has "$m, $op fold: equal" "^result: equal"
   done
 done
+# Every export's training fold (`fold --mode training -o F.onnx`, each --rms-op the opset
+# allows): it passes ONNX's full checker (Python's, for the standard-op spelling; every
+# spelling in test_onnx_fold_writer), keeps every initializer byte for byte, and is the
+# same function of the same parameters: outputs, input gradients and the gradient of every
+# parameter both files hold exactly equal (the centering is computed in the graph).
+for f in "$D"/*.onnx; do
+  m="$(basename "$f" .onnx)"
+  for op in decomposed ort onnx23; do
+    case "$m:$op" in bert_tiny_opset9:onnx23|gpt2_tiny_opset11:onnx23) continue ;; esac  # refused below opset 13
+    # shellcheck disable=SC2046
+    run "fold $m --mode training --rms-op $op" 0 "$LNV" fold "$f" $(dims_of "$f") --mode training \
+      --rms-op "$op" -o "$T/$m.train.$op.onnx"
+    has "$m training fold: every initializer kept" "every initializer kept \(training\)"
+    # shellcheck disable=SC2046
+    run "equiv $m and its $op training fold, all gradients" 0 "$LNV" equiv "$f" "$T/$m.train.$op.onnx" \
+      $(dims_of "$f") --mode training --grad --grad-params --trials 1
+    has "$m, $op training fold: equal" "^result: equal"
+    has "$m, $op training fold: parameter gradients compared" "^  equal  gradient of param '"
+    if grep -q "different\|inconclusive  " "$T/out" && ! grep -q "0 different, 0 inconclusive" "$T/out"; then
+      bad "$m, $op training fold: not every quantity equal"; fi
+  done
+done
+/usr/bin/python3 - "$D" "$T" > "$T/out" 2>&1 <<'PY'
+import glob, os, sys
+import onnx
+from onnx import checker, numpy_helper
+src, tmp = sys.argv[1], sys.argv[2]
+for folded in sorted(glob.glob(os.path.join(tmp, "*.train.*.onnx"))):
+    name = os.path.basename(folded).split(".train.")[0]
+    if ".train.decomposed." in folded:  # ONNX 1.12's Python checker knows opsets <= 17 only
+        checker.check_model(folded, full_check=True)
+    a = {t.name: t.SerializeToString() for t in onnx.load(os.path.join(src, name + ".onnx")).graph.initializer}
+    b = {t.name: t for t in onnx.load(folded).graph.initializer}
+    for n, t in b.items():
+        assert n not in a or a[n] == t.SerializeToString(), (folded, n, "changed")
+        assert n in a or len(t.dims) <= 1 and (not t.dims or t.dims[0] <= 8), (folded, n, "new tensor")
+    tensors = {n: onnx.load_tensor_from_string(t) for n, t in a.items()}
+    params = [n for n, t in tensors.items() if t.data_type == onnx.TensorProto.FLOAT and
+              numpy_helper.to_array(t).size > 1]
+    missing = [n for n in params if n not in b]
+    assert not missing, (folded, "parameters dropped", missing)
+print("training folds: checked, initializers byte-identical, every parameter kept")
+PY
+has "training folds: ONNX full checker, initializers byte-identical" "^training folds: checked"
 run "opset spellings: exactly equal, with JSON" 0 "$LNV" equiv "$D/vit_tiny_opset14.onnx" \
   "$D/vit_tiny_opset17.onnx" --dim batch=2 --trials 1 --json "$T/vit.json"
 has "ViT spellings: the output, differences 0" "^  equal  output '/heads/head/Gemm'  max abs 0 rel 0"
@@ -105,6 +150,38 @@ has "wrong fold: the trial and worst element" "worst on trial [0-9] \(run seed [
 has "wrong fold: result" "^result: different \(0 equal, 1 different"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); q=r['quantities'][0]; assert r['outcome']=='different' and q['worst']['seed']==q['worst']['trial'] and q['stats']['abs']['max']>1e-3; print('ok')" "$T/wrong.report.json" > "$T/out" 2>&1
 has "wrong fold report: worst element and max abs" "^ok$"
+
+# A model with an active dropout whose training plan folds fewer norms than inference
+# (tests/golden/dropout_one_of_two.json: ln2 reads fc2 through drop_1), exported to ONNX.
+# Its training fold to ONNX is equal in training mode, gradients of every parameter
+# included; the inference plan's ONNX fold is equal in inference but differs in training
+# mode (fc2 centered under a dropout mask), as do its parameter gradients in any mode.
+DM="$ROOT/tests/golden/dropout_one_of_two.json"
+run "export the dropout model" 0 "$LNV" export "$DM" -o "$T/drop.onnx"
+run "dropout model: training fold to ONNX" 0 "$LNV" fold "$T/drop.onnx" --mode training -o "$T/drop.train.onnx"
+has "dropout model: the training plan folds one norm" "wrote .*drop.train.onnx: 1 LayerNorm -> RMSNorm"
+run "dropout model: inference fold to ONNX" 0 "$LNV" fold "$T/drop.onnx" -o "$T/drop.inf.onnx"
+has "dropout model: the inference plan folds two" "wrote .*drop.inf.onnx: 2 LayerNorms -> RMSNorm"
+run "dropout model: training fold equal in training mode, all gradients" 0 "$LNV" equiv "$T/drop.onnx" \
+  "$T/drop.train.onnx" --mode training --grad --grad-params --trials 3 --json "$T/drop.json"
+has "dropout model, training fold: equal" "^result: equal \(10 equal, 0 different"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['dropouts']==['drop_1'], r['dropouts']; print('masks shared')" "$T/drop.json" > "$T/out" 2>&1
+has "dropout model: the dropout's masks are shared" "masks shared"
+/usr/bin/python3 -c "
+import json, sys, jsonschema
+r = json.load(open(sys.argv[1]))
+jsonschema.validate(r, json.load(open(sys.argv[2])))
+print('params', sum(q['quantity'].startswith('gradient of param') for q in r['quantities']))" \
+  "$T/drop.json" "$ROOT/docs/spec/schemas/equiv.schema.json" > "$T/out" 2>&1
+has "dropout model: the --grad-params report meets the schema" "^params 8$"
+run "dropout model: inference fold in training mode differs" 1 "$LNV" equiv "$T/drop.onnx" \
+  "$T/drop.inf.onnx" --mode training --trials 3
+has "dropout model, inference fold in training: names the output" "output 'ln2' differs by up to"
+run "dropout model: inference fold equal in inference mode" 0 "$LNV" equiv "$T/drop.onnx" "$T/drop.inf.onnx"
+run "dropout model: inference fold's parameter gradients differ" 1 "$LNV" equiv "$T/drop.onnx" \
+  "$T/drop.inf.onnx" --grad --grad-params
+has "dropout model, inference fold: a stored param's gradient differs" "gradient of param '[a-z0-9.]+' differs by up to"
+run "--grad-params without --grad" 2 "$LNV" equiv "$T/drop.onnx" "$T/drop.train.onnx" --grad-params
 
 # --- model.json against ONNX -------------------------------------------------------------
 run "import mlp_tiny" 0 "$LNV" import "$D/mlp_tiny_opset14.onnx" --dim batch=2 -o "$T/mlp.json"

@@ -150,4 +150,36 @@ absent "NaN in a weight: import writes nothing" "$T/o.json"
 run "NaN in a weight: check" 2 "$LNV" check "$T/nan_large.onnx"
 has "NaN in a weight: check names it" "initializer 'w': holds a non-finite value"
 
+# fold --mode training to ONNX: the options of a model.json output do not apply, and a
+# norm weight the file computes (a float16 initializer Cast to float) cannot be read as a
+# stored parameter; each exits 2 naming the option or value, and writes nothing.
+for opt in "--weights $T/w.safetensors" "--inline" "--weights-dtype f32"; do
+  # shellcheck disable=SC2086
+  run "training fold to ONNX with $opt" 2 "$LNV" fold "$T/good.onnx" -o "$T/t.onnx" --mode training $opt
+  has "training fold, $opt: names it" "${opt%% *}: applies to a model.json output"
+  absent "training fold, $opt: nothing written" "$T/t.onnx"
+  absent "training fold, $opt: no weights file" "$T/w.safetensors"
+done
+/usr/bin/python3 - "$T/cast_scale.onnx" <<'PY'
+import sys
+import numpy as np
+from onnx import helper as h, numpy_helper, TensorProto as TP
+import onnx
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(a, n)
+nodes = [h.make_node("MatMul", ["x", "w"], ["a"], name="proj"),
+         h.make_node("Cast", ["g16"], ["g"], name="cast_scale", to=TP.FLOAT),
+         h.make_node("LayerNormalization", ["a", "g", "b"], ["y"], name="ln", axis=-1)]
+g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [2, 64])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [2, 16])],
+                 [t("w", rng.standard_normal((64, 16)).astype(np.float32)),
+                  t("g16", (1 + 0.1 * rng.standard_normal(16)).astype(np.float16)),
+                  t("b", (0.1 * rng.standard_normal(16)).astype(np.float32))])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+run "a computed norm weight: the inference fold writes it" 0 "$LNV" fold "$T/cast_scale.onnx" -o "$T/c.onnx"
+run "a computed norm weight: the training fold refuses" 2 "$LNV" fold "$T/cast_scale.onnx" -o "$T/ct.onnx" --mode training
+has "a computed norm weight: names it" "--mode training: the RMSNorm at 'ln/RMS' reads its weight 'g', which the file does not store as an initializer"
+absent "a computed norm weight: nothing written" "$T/ct.onnx"
+
 finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lnverify fold MODEL.onnx -o FOLDED.onnx`: the folded ONNX file for each --rms-op, and the
 # bad inputs (an output over the input or its external data, onnx23 with --keep-opset on an
-# older opset, an unknown --rms-op) exit 2 naming the problem, with nothing written.
+# older opset, an unknown --rms-op) exit 2 naming the problem, with nothing written; the
+# training fold (--mode training) is written too.
 #   bash tests/cli_onnx_fold.sh PATH/TO/lnverify
 set -uo pipefail
 source "$(dirname "$0")/cli_lib.sh" "$1"
@@ -67,9 +68,9 @@ absent "unknown --rms-op: nothing written" "$T/u.onnx"
 run "--rms-op with a model.json output" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/u.json" --rms-op ort
 has "--rms-op with .json: says why" "applies to an ONNX output"
 absent "--rms-op with .json: nothing written" "$T/u.json"
-run "--mode training to ONNX" 2 "$LNV" fold "$M17" --dim batch=2 -o "$T/t.onnx" --mode training
-has "--mode training: says why" "inference fold only"
-absent "--mode training: nothing written" "$T/t.onnx"
+run "--mode training to ONNX" 0 "$LNV" fold "$M17" --dim batch=2 -o "$T/t.onnx" --mode training
+has "--mode training: centered in the graph" "wrote .*t.onnx: 2 LayerNorms -> RMSNorm \(decomposed\), 4 values centered in the graph, every initializer kept \(training\)"
+run "check of the training fold" 0 "$LNV" check "$T/t.onnx" --dim batch=2 --mode training
 run "onnx23 on opset 11 (Softmax changes meaning)" 2 "$LNV" fold "$ROOT/tests/data/onnx/gpt2_tiny_opset11.onnx" --dim batch=2 --dim seq=8 -o "$T/g.onnx" --rms-op onnx23
 has "opset 11: names the ops" "defined differently: Softmax"
 absent "opset 11: nothing written" "$T/g.onnx"

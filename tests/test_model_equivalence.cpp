@@ -196,6 +196,41 @@ TEST(EquivModels, TrainingModeMasksDependOnTheDropoutRatio) {
       << "dropout is the identity in inference";
 }
 
+// --grad-params: a training fold (cbwc, the stored params kept) of a model with two
+// outputs has the same gradient with respect to every param; the outputs stay paired in
+// order; a param stored under another name in B is not compared; a param perturbed in B
+// gives a different gradient.
+TEST(EquivModels, ParamGradientsOfATrainingFoldAreEqual) {
+  const Graph g = load_model(std::string(LNV_SOURCE_DIR) + "/tests/golden/center_absorbs.json");
+  ASSERT_EQ(g.outputs.size(), 2u);
+  const Graph train = apply_fold(g, detect_foldable(g, Mode::training));
+  check::EquivOptions o = options(Mode::training, true);
+  o.grad_params = true;
+  const report::EquivReport r = check::equiv_models(g, train, o);
+  EXPECT_EQ(r.outcome(), Outcome::holds);
+  ASSERT_EQ(r.quantities.size(), 2 + 1 + g.params.size());  // outputs, x, every param
+  EXPECT_EQ(r.quantities[0].stats.quantity, "output 'ln'");
+  EXPECT_EQ(r.quantities[1].stats.quantity, "output 'th'");
+  EXPECT_EQ(r.quantities[3].stats.quantity, "gradient of param '" + g.params[0].name + "'");
+  EXPECT_EQ(r.quantities[3].shape, g.params[0].shape);
+
+  Graph renamed = train;
+  ASSERT_EQ(g.params[0].name, "fc.weight");
+  renamed.params[0].name = "fc.weight.other";
+  renamed.nodes[static_cast<size_t>(renamed.node_index("fc"))].weight = "fc.weight.other";
+  renamed.finalize();
+  EXPECT_EQ(check::equiv_models(g, renamed, o).quantities.size(), 2 + 1 + g.params.size() - 1);
+
+  Graph perturbed = train;
+  for (double& v : perturbed.params[static_cast<size_t>(perturbed.param_index("ln.weight"))].values) v *= 1.5;
+  const report::EquivReport p = check::equiv_models(g, perturbed, o);
+  bool param_gradient_differs = false;
+  for (const auto& q : p.quantities)
+    param_gradient_differs = param_gradient_differs || (q.outcome == Outcome::fails &&
+                                                        q.stats.quantity.rfind("gradient of param", 0) == 0);
+  EXPECT_TRUE(param_gradient_differs);
+}
+
 std::string mismatch(const Graph& a, const Graph& b, Mode mode = Mode::inference) {
   try {
     check::require_same_interface(a, "A", b, "B", mode);

@@ -24,12 +24,13 @@ struct ParamGrad {
 template <class T>
 class Backward {
  public:
-  Backward(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt)
-      : g_(g), ev_(ev), opt_(opt), dnode_(g.nodes.size()), dinput_(g.inputs.size()),
-        dparam_(g.params.size()) {}
+  Backward(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt,
+           const std::vector<Tensor<T>>& cotangents)
+      : g_(g), ev_(ev), opt_(opt), r_(cotangents), dnode_(g.nodes.size()),
+        dinput_(g.inputs.size()), dparam_(g.params.size()) {}
 
   Gradients<T> run() {
-    const std::vector<Tensor<T>> r = loss_cotangents<T>(g_, opt_.seed);
+    const std::vector<Tensor<T>>& r = r_;
     Gradients<T> out{T(0), {}, {}};
     for (size_t k = 0; k < r.size(); ++k) {
       for (int64_t i = 0; i < r[k].size(); ++i) out.loss += ev_.outputs[k].data[i] * r[k].data[i];
@@ -382,6 +383,7 @@ class Backward {
   const Graph& g_;
   const Evaluation<T>& ev_;
   const RunOptions& opt_;
+  const std::vector<Tensor<T>>& r_;
   std::vector<Tensor<T>> dnode_, dinput_, dparam_;
 };
 
@@ -391,13 +393,29 @@ template <class T>
 Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt) {
   detail::ensure_default_precision<T>();
   LNV_INTERNAL_ASSERT(g.finalized(), "gradients needs a finalized graph");
+  return gradients(g, ev, opt, loss_cotangents<T>(g, opt.seed));
+}
+
+template <class T>
+Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt,
+                       const std::vector<Tensor<T>>& cotangents) {
+  detail::ensure_default_precision<T>();
+  LNV_INTERNAL_ASSERT(g.finalized(), "gradients needs a finalized graph");
   LNV_INTERNAL_ASSERT(ev.nodes.size() == g.nodes.size(), "evaluation of another graph");
-  return Backward<T>(g, ev, opt).run();
+  LNV_INTERNAL_ASSERT(cotangents.size() == g.outputs.size(), "one cotangent per graph output");
+  for (size_t k = 0; k < cotangents.size(); ++k)
+    LNV_INTERNAL_ASSERT(cotangents[k].shape == g.shape_of(g.output_refs[k]),
+                        "a cotangent of another shape than its output");
+  return Backward<T>(g, ev, opt, cotangents).run();
 }
 
 template Gradients<double> gradients<double>(const Graph&, const Evaluation<double>&,
                                              const RunOptions&);
 template Gradients<Mpfr> gradients<Mpfr>(const Graph&, const Evaluation<Mpfr>&,
                                          const RunOptions&);
+template Gradients<double> gradients<double>(const Graph&, const Evaluation<double>&,
+                                             const RunOptions&, const std::vector<Tensor<double>>&);
+template Gradients<Mpfr> gradients<Mpfr>(const Graph&, const Evaluation<Mpfr>&,
+                                         const RunOptions&, const std::vector<Tensor<Mpfr>>&);
 
 }  // namespace lnv::eval

@@ -61,6 +61,12 @@ std::vector<Tensor<T>> loss_cotangents(const Graph& g, uint64_t seed);
 template <class T>
 Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt);
 
+// The same for L = sum_o sum_i o_i r_i with the given cotangents r (one per graph output,
+// of its shape), e.g. another graph's, paired by output.
+template <class T>
+Gradients<T> gradients(const Graph& g, const Evaluation<T>& ev, const RunOptions& opt,
+                       const std::vector<Tensor<T>>& cotangents);
+
 // The stored param values in T (before center_axes), per Graph::params.
 template <class T>
 std::vector<Tensor<T>> param_values(const Graph& g);

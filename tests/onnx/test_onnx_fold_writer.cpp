@@ -277,6 +277,11 @@ const std::vector<Export>& exports() {
       {"vit_tiny_opset17.onnx", {{"batch", 2}}},
       {"vit_tiny_opset14.onnx", {{"batch", 2}}},
       {"swin_tiny_opset17.onnx", {{"batch", 2}}},
+      {"swin_tiny_opset14.onnx", {{"batch", 2}}},
+      {"convnext_tiny_opset17.onnx", {{"batch", 2}}},
+      {"convnext_tiny_opset14.onnx", {{"batch", 2}}},
+      {"prenorm_lm_tiny_opset17.onnx", {{"batch", 2}, {"seq", 8}}},
+      {"prenorm_lm_tiny_opset14.onnx", {{"batch", 2}, {"seq", 8}}},
   };
   return list;
 }
@@ -314,6 +319,165 @@ TEST_P(RealExports, FoldWritesACheckedEquivalentOnnxFile) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllSpellings, RealExports,
+    testing::Combine(testing::ValuesIn(exports()),
+                     testing::Values(RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23)),
+    [](const testing::TestParamInfo<std::tuple<Export, RmsOp>>& info) {
+      const std::string& f = std::get<0>(info.param).file;
+      return f.substr(0, f.find('.')) + "_" + op_name(std::get<1>(info.param));
+    });
+
+// --- training mode ----------------------------------------------------------------------
+// `fold --mode training`: the training plan written with its centering computed in the
+// graph. (a) the file passes the full checker; (b) every initializer of the input is in the
+// output with the same bytes, or was read only by the replaced norms' nodes and is none of
+// the fold's params, and the only new initializers are constants of at most one value
+// (eps, axes); every kept node is as it was but for inputs rewired to "<v>.centered" /
+// "<v>.zero" values that new nodes compute; (c) re-imported, it evaluates exactly (128
+// bits) to the original's outputs and to its gradients with respect to every param both
+// share by name (equal functions of the same parameters).
+
+Folded fold_training_to(const fs::path& src, const DimBindings& dims, const fs::path& out, RmsOp op) {
+  Folded f{import_onnx(src, dims), {}, {}, {}};
+  f.plan = lnv::detect_foldable(f.original, lnv::Mode::training);
+  lnv::FoldPlan as_stored = f.plan;
+  as_stored.mode = lnv::Mode::inference;
+  f.folded = lnv::apply_fold(f.original, as_stored);
+  FoldWriteOptions options;
+  options.rms_op = op;
+  options.mode = lnv::Mode::training;
+  options.sync = false;
+  f.summary = write_folded_onnx(src, imported_params(f.original), f.folded, f.plan.fold, out, options);
+  return f;
+}
+
+void expect_parameters_kept(const fs::path& src, const fs::path& out, const Folded& f, RmsOp op) {
+  const ox::ModelProto a = read_proto(src), b = read_proto(out);
+  std::set<std::string> removed;
+  const auto meta = nlohmann::json::parse(f.original.meta)["onnx"];
+  for (const std::string& n : f.plan.fold)
+    for (const auto& node : meta["norms"].at(n)) removed.insert(node.get<std::string>());
+  std::set<std::string> params;  // the fold's params, as the file names them
+  for (const lnv::Param& p : f.folded.params)
+    params.insert(meta["renamed"].contains(p.name) ? meta["renamed"][p.name].get<std::string>() : p.name);
+  std::set<std::string> read_by_kept;
+  for (const auto& n : a.graph().node())
+    if (!removed.count(n.name()))
+      for (const auto& i : n.input()) read_by_kept.insert(i);
+  std::map<std::string, const ox::TensorProto*> in_b;
+  for (const auto& t : b.graph().initializer()) in_b[t.name()] = &t;
+  size_t same = 0;
+  for (const auto& t : a.graph().initializer()) {
+    auto it = in_b.find(t.name());
+    if (it == in_b.end()) {
+      EXPECT_FALSE(read_by_kept.count(t.name())) << t.name() << " dropped but still read";
+      EXPECT_FALSE(params.count(t.name())) << t.name() << ": a parameter dropped";
+      continue;
+    }
+    EXPECT_EQ(bytes(t), bytes(*it->second)) << t.name() << " changed";
+    same += bytes(t) == bytes(*it->second);
+    in_b.erase(it);
+  }
+  for (const auto& [name, t] : in_b) {
+    int64_t n = 1;
+    for (int64_t d : t->dims()) n *= d;
+    EXPECT_LE(n, 8) << name << ": a new initializer holds more than a constant";  // axes
+    if (t->data_type() == ox::TensorProto::FLOAT || t->data_type() == ox::TensorProto::DOUBLE)
+      EXPECT_EQ(n, 1) << name;  // eps
+  }
+  std::map<std::string, const ox::NodeProto*> by_name;
+  std::set<std::string> computed;
+  for (const auto& n : b.graph().node()) {
+    by_name[n.name()] = &n;
+    if (n.name().find("/center/") != std::string::npos || n.name().find("/zero/") != std::string::npos)
+      computed.insert(n.output().begin(), n.output().end());
+  }
+  size_t rewired = 0;
+  for (const auto& n : a.graph().node()) {
+    if (removed.count(n.name())) continue;
+    ASSERT_TRUE(by_name.count(n.name())) << n.name();
+    ox::NodeProto m = *by_name.at(n.name());
+    for (int k = 0; k < m.input_size() && k < n.input_size(); ++k)
+      if (m.input(k) != n.input(k) && computed.count(m.input(k))) {
+        m.set_input(k, n.input(k));
+        ++rewired;
+      }
+    ox::NodeProto expected = n;
+    if (op == RmsOp::onnx23 && n.op_type().rfind("Reduce", 0) == 0 &&
+        m.input_size() == n.input_size() + 1) {  // axes moved into an input (opset 18)
+      for (int k = 0; k < expected.attribute_size(); ++k)
+        if (expected.attribute(k).name() == "axes") expected.mutable_attribute()->DeleteSubrange(k, 1);
+      expected.add_input(m.input(m.input_size() - 1));
+    }
+    EXPECT_EQ(bytes(expected), bytes(m)) << n.name();
+  }
+  std::cout << "  " << out.filename().string() << ": " << same << " initializers byte-identical, "
+            << f.summary.centered_in_graph << " values centered in the graph, " << rewired
+            << " inputs rewired\n";
+  EXPECT_GT(f.summary.centered_in_graph, 0u);
+  EXPECT_EQ(f.summary.centered_in_place, 0u);
+}
+
+// `rms_read_back`: each folded norm imports again as an rms_norm (false where centered rows
+// feed the RMSNorm directly: Sub(e, ReduceMean(e)) then an RMSNorm is LayerNorm's spelling).
+void expect_same_training_function(const Folded& f, const fs::path& out, const DimBindings& dims,
+                                   bool rms_read_back = true) {
+  const lnv::Graph again = import_onnx(out, dims);
+  if (rms_read_back)
+    EXPECT_EQ(count_op(again, lnv::Op::rms_norm),
+              count_op(f.original, lnv::Op::rms_norm) + f.plan.fold.size());
+  lnv::eval::set_mpfr_bits(128);
+  const lnv::eval::RunOptions ro{lnv::Mode::training, 7};
+  const auto inputs = lnv::eval::random_inputs<Mpfr>(f.original, 7);
+  lnv::eval::Evaluation<Mpfr> ea, eb;
+  try {
+    ea = lnv::eval::evaluate<Mpfr>(f.original, inputs, ro);
+    eb = lnv::eval::evaluate<Mpfr>(again, inputs, ro);
+  } catch (const lnv::NotEvaluableError& e) {
+    std::cout << "  " << out.filename().string() << ": evaluation skipped: " << e.what() << "\n";
+    return;
+  }
+  const double scale = max_abs(ea.outputs);
+  EXPECT_LE(max_diff(ea.outputs, eb.outputs), 1e-30 * scale);
+  // One loss: the original's cotangents (graph outputs pair by position, one file's order).
+  const auto r = lnv::eval::loss_cotangents<Mpfr>(f.original, 7);
+  const auto ga = lnv::eval::gradients(f.original, ea, ro, r);
+  const auto gb = lnv::eval::gradients(again, eb, ro, r);
+  size_t shared = 0;
+  for (size_t i = 0; i < f.original.params.size(); ++i) {
+    const std::string& name = f.original.params[i].name;
+    if (!again.has(name) || again.ref(name).kind != lnv::ValueRef::Kind::param) continue;
+    ++shared;
+    const double d = max_diff({ga.params[i]}, {gb.params[again.ref(name).index]});
+    EXPECT_LE(d, 1e-30 * std::max(1.0, max_abs({ga.params[i]}))) << "gradient of " << name;
+  }
+  std::cout << "  " << out.filename().string() << ": outputs and the gradients of " << shared
+            << " shared params equal at 128 bits\n";
+  EXPECT_GT(shared, 0u);
+}
+
+class TrainingFolds : public testing::TestWithParam<std::tuple<Export, RmsOp>> {};
+
+TEST_P(TrainingFolds, KeepEveryInitializerAndTheFunctionOfTheParameters) {
+  const auto& [e, op] = GetParam();
+  const fs::path src = kDir + e.file;
+  const fs::path out = temp_dir("train_" + e.file + op_name(op)) / ("trained_" + e.file);
+  const bool old_softmax = e.file.find("opset9") != std::string::npos ||
+                           e.file.find("opset11") != std::string::npos;
+  if (op == RmsOp::onnx23 && old_softmax) {
+    EXPECT_THROW(fold_training_to(src, e.dims, out, op), lnv::ModelError);
+    EXPECT_FALSE(fs::exists(out));
+    return;
+  }
+  const Folded f = fold_training_to(src, e.dims, out, op);
+  EXPECT_EQ(f.summary.norms, f.plan.fold.size());
+  EXPECT_GT(f.summary.norms, 0u);
+  EXPECT_NO_THROW(check_onnx_file(out));       // (a)
+  expect_parameters_kept(src, out, f, op);     // (b)
+  expect_same_training_function(f, out, e.dims);  // (c)
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllSpellings, TrainingFolds,
     testing::Combine(testing::ValuesIn(exports()),
                      testing::Values(RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23)),
     [](const testing::TestParamInfo<std::tuple<Export, RmsOp>>& info) {
@@ -388,7 +552,7 @@ const ox::TensorProto* initializer_named(const ox::ModelProto& mp, const std::st
 
 // A tied embedding: the token table W [5, 4] feeds the lookup (Gather, whose rows the fold
 // centers) and the output head (Gemm with transB, which must keep W).
-TEST(HandMade, TiedEmbeddingGetsAnUntiedCenteredCopy) {
+ox::ModelProto tied_model() {
   ox::ModelProto mp = base_model();
   auto* g = mp.mutable_graph();
   g->set_name("tied");
@@ -412,6 +576,11 @@ TEST(HandMade, TiedEmbeddingGetsAnUntiedCenteredCopy) {
   tb->set_type(ox::AttributeProto::INT);
   tb->set_i(1);
   add_value(g->mutable_output(), "logits", ox::TensorProto::FLOAT, {6, 5});
+  return mp;
+}
+
+TEST(HandMade, TiedEmbeddingGetsAnUntiedCenteredCopy) {
+  const ox::ModelProto mp = tied_model();
   const fs::path dir = temp_dir("tied");
   write_proto(mp, dir / "tied.onnx");
   for (RmsOp op : {RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23}) {
@@ -428,6 +597,128 @@ TEST(HandMade, TiedEmbeddingGetsAnUntiedCenteredCopy) {
     expect_same_function(f, out, {});
     expect_untouched(dir / "tied.onnx", out, f, op);
   }
+}
+
+// In training the tie stays: the Gather reads W, its rows are centered after it, and the
+// head reads W; no initializer changes.
+TEST(HandMade, TrainingFoldCentersTheTiedEmbeddingsRowsAfterTheLookup) {
+  ox::ModelProto mp = tied_model();
+  // epsilon stated: the importer's default for an absent one is 1e-5 in double, while the
+  // written RMSNorm holds the float32 attribute value
+  for (auto& n : *mp.mutable_graph()->mutable_node())
+    if (n.name() == "ln") {
+      auto* e = n.add_attribute();
+      e->set_name("epsilon");
+      e->set_type(ox::AttributeProto::FLOAT);
+      e->set_f(1e-5f);
+    }
+  const fs::path dir = temp_dir("tied_training");
+  write_proto(mp, dir / "tied.onnx");
+  for (RmsOp op : {RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23}) {
+    const fs::path out = dir / (std::string("tied_") + op_name(op) + ".onnx");
+    const Folded f = fold_training_to(dir / "tied.onnx", {}, out, op);
+    ASSERT_EQ(f.plan.fold.size(), 1u);
+    EXPECT_NO_THROW(check_onnx_file(out));
+    const ox::ModelProto b = read_proto(out);
+    EXPECT_EQ(node_named(b, "embed").input(0), "W");
+    EXPECT_EQ(node_named(b, "head").input(1), "W");
+    EXPECT_EQ(initializer_named(b, "W.centered"), nullptr);
+    EXPECT_EQ(node_named(b, "e/center/Sub").input(0), "e");
+    bool rms_reads_centered = false;
+    for (const auto& n : b.graph().node())
+      if (n.name().rfind("ln/RMS/", 0) == 0)
+        for (const auto& in : n.input()) rms_reads_centered = rms_reads_centered || in == "e.centered";
+    EXPECT_TRUE(rms_reads_centered);
+    expect_parameters_kept(dir / "tied.onnx", out, f, op);
+    expect_same_training_function(f, out, {}, op != RmsOp::decomposed);
+  }
+}
+
+// A norm scale stored as [1, C] (the importer's norm weight is [C]): the inference fold
+// stores a [C] copy; the training fold reads the stored one through a Reshape.
+TEST(HandMade, TrainingFoldReshapesANormScaleStoredWithOtherDims) {
+  ox::ModelProto mp = base_model();
+  mp.mutable_opset_import(0)->set_version(13);
+  auto* g = mp.mutable_graph();
+  g->set_name("wide_scale");
+  add_value(g->mutable_input(), "x", ox::TensorProto::FLOAT, {2, 8});
+  *g->add_initializer() = float_tensor("w", {8, 4}, 7);
+  *g->add_initializer() = float_tensor("g", {1, 4}, 8);
+  *g->add_initializer() = float_tensor("b", {4}, 9);
+  ox::TensorProto two = float_tensor("two", {}, 0), eps = float_tensor("eps", {}, 0);
+  const float two_f = 2.0f, eps_f = 1e-5f;
+  two.set_raw_data(std::string(reinterpret_cast<const char*>(&two_f), 4));
+  eps.set_raw_data(std::string(reinterpret_cast<const char*>(&eps_f), 4));
+  *g->add_initializer() = two;
+  *g->add_initializer() = eps;
+  auto reduce_mean = [&](const std::string& name, const std::string& in, const std::string& out) {
+    auto* axes = add_node(g, name, "ReduceMean", {in}, {out})->add_attribute();
+    axes->set_name("axes");
+    axes->set_type(ox::AttributeProto::INTS);
+    axes->add_ints(-1);
+  };
+  add_node(g, "proj", "MatMul", {"x", "w"}, {"a"});
+  reduce_mean("ln/mean", "a", "m");
+  add_node(g, "ln/sub", "Sub", {"a", "m"}, {"d"});
+  add_node(g, "ln/pow", "Pow", {"d", "two"}, {"d2"});
+  reduce_mean("ln/var", "d2", "v");
+  add_node(g, "ln/add_eps", "Add", {"v", "eps"}, {"ve"});
+  add_node(g, "ln/sqrt", "Sqrt", {"ve"}, {"s"});
+  add_node(g, "ln/div", "Div", {"d", "s"}, {"n"});
+  add_node(g, "ln/mul", "Mul", {"n", "g"}, {"ng"});
+  add_node(g, "ln/add", "Add", {"ng", "b"}, {"y"});
+  add_value(g->mutable_output(), "y", ox::TensorProto::FLOAT, {2, 4});
+  const fs::path dir = temp_dir("wide_scale");
+  write_proto(mp, dir / "wide.onnx");
+  for (RmsOp op : {RmsOp::decomposed, RmsOp::ort, RmsOp::onnx23}) {
+    const fs::path out = dir / (std::string("wide_") + op_name(op) + ".onnx");
+    const Folded f = fold_training_to(dir / "wide.onnx", {}, out, op);
+    ASSERT_EQ(f.plan.fold.size(), 1u);
+    EXPECT_NO_THROW(check_onnx_file(out));
+    const ox::ModelProto b = read_proto(out);
+    bool reshaped = false;
+    for (const auto& n : b.graph().node())
+      reshaped = reshaped || (n.op_type() == "Reshape" && n.input(0) == "g");
+    EXPECT_TRUE(reshaped) << op_name(op);
+    expect_parameters_kept(dir / "wide.onnx", out, f, op);
+    expect_same_training_function(f, out, {});
+  }
+}
+
+// A per-token bias c [3, 1] added before a LayerNorm over the features is broadcast along
+// the norm's axis: the fold removes it. In training it stays a parameter read through
+// "c.zero" = Sub(c, ReduceMean(c, [1])), which is zero with gradient zero.
+TEST(HandMade, TrainingFoldZeroesARemovedTermInTheGraph) {
+  ox::ModelProto mp = base_model();
+  auto* g = mp.mutable_graph();
+  g->set_name("removed");
+  add_value(g->mutable_input(), "x", ox::TensorProto::FLOAT, {2, 3, 4});
+  *g->add_initializer() = float_tensor("w", {4, 4}, 10);
+  *g->add_initializer() = float_tensor("c", {3, 1}, 11);
+  *g->add_initializer() = float_tensor("ln.scale", {4}, 12);
+  *g->add_initializer() = float_tensor("ln.bias", {4}, 13);
+  add_node(g, "proj", "MatMul", {"x", "w"}, {"a"});
+  add_node(g, "shift", "Add", {"a", "c"}, {"s"});
+  auto* ln = add_node(g, "ln", "LayerNormalization", {"s", "ln.scale", "ln.bias"}, {"y"});
+  auto* e = ln->add_attribute();
+  e->set_name("epsilon");
+  e->set_type(ox::AttributeProto::FLOAT);
+  e->set_f(1e-5f);
+  add_value(g->mutable_output(), "y", ox::TensorProto::FLOAT, {2, 3, 4});
+  const fs::path dir = temp_dir("removed");
+  write_proto(mp, dir / "removed.onnx");
+  const fs::path out = dir / "removed_training.onnx";
+  const Folded f = fold_training_to(dir / "removed.onnx", {}, out, RmsOp::decomposed);
+  ASSERT_EQ(f.plan.fold.size(), 1u);
+  bool removed_term = false;
+  for (const auto& t : f.plan.center) removed_term = removed_term || (t.param == "c" && t.remove);
+  ASSERT_TRUE(removed_term) << "the plan removes c";
+  EXPECT_NO_THROW(check_onnx_file(out));
+  const ox::ModelProto b = read_proto(out);
+  EXPECT_EQ(node_named(b, "shift").input(1), "c.zero");
+  EXPECT_EQ(node_named(b, "c/zero/Sub").input(0), "c");
+  expect_parameters_kept(dir / "removed.onnx", out, f, RmsOp::decomposed);
+  expect_same_training_function(f, out, {});
 }
 
 // An initializer shared by two MatMuls (an exporter deduplicating equal tensors): the one

@@ -13,7 +13,8 @@
 // PyTorch's output instead: top-1 agreement, and the difference is printed.
 //
 // When `lnverify fold` writes ONNX (`--rms-op decomposed|ort|onnx23`), each spelling of
-// each export's fold runs in ORT too and is held to the same bound against the
+// each export's fold, inference and training (`--mode training`: centering computed in the
+// graph, in float32), runs in ORT too and is held to the same bound against the
 // *original's* float64 evaluation (the fold changes nothing but float32 rounding). Below
 // opset 13, `--rms-op onnx23` must be refused with a message instead (raising the opset to
 // 23 would change other ops' meaning).
@@ -230,11 +231,12 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
   EXPECT_EQ(agreeing(ort_top1, ref_top1), ref_top1.size());
 
   if (!fold_writes_onnx()) return;
+  for (const char* mode : {"inference", "training"})
   for (const char* rms_op : {"decomposed", "ort", "onnx23"}) {
-    const fs::path dir = scratch(e.model + "." + rms_op);
+    const fs::path dir = scratch(e.model + "." + mode + "." + rms_op);
     const fs::path folded = dir / "folded.onnx";
     std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(kDir / (e.model + ".onnx")) +
-                      " -o " + shell_quoted(folded) + " --rms-op " + rms_op;
+                      " -o " + shell_quoted(folded) + " --rms-op " + rms_op + " --mode " + mode;
     for (const auto& [name, value] : dims_of(kDir / (e.model + ".onnx")))
       cmd += " --dim " + name + "=" + std::to_string(value);
     const int rc = std::system((cmd + " > " + shell_quoted(dir / "fold.log") + " 2>&1").c_str());
@@ -242,7 +244,8 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
       std::ifstream log(dir / "fold.log");
       std::stringstream msg;
       msg << log.rdbuf();
-      std::cout << "  fold --rms-op " << rms_op << ": refused as expected below opset 13\n";
+      std::cout << "  fold --mode " << mode << " --rms-op " << rms_op
+                << ": refused as expected below opset 13\n";
       EXPECT_NE(rc, 0) << cmd;
       EXPECT_NE(msg.str().find("raises the opset"), std::string::npos) << msg.str();
       continue;
@@ -251,10 +254,11 @@ TEST_P(Ort, AgreesWithExactEvaluationWithinTheExportsOwnFloat32Noise) {
     const Tensor f = run_ort(folded, input, dir / "out");
     const double fold_diff = max_abs_diff(f.floats, *ref);
     const auto fold_top1 = top1(f.floats, f.dims);
-    std::cout << "  fold --rms-op " << rms_op << ": max |ORT - lnverify f64 of the original| "
-              << fold_diff << ", top-1 " << agreeing(fold_top1, ref_top1) << "/" << ref_top1.size() << "\n";
-    EXPECT_LE(fold_diff, bound) << rms_op;
-    EXPECT_EQ(agreeing(fold_top1, ref_top1), ref_top1.size()) << rms_op;
+    std::cout << "  fold --mode " << mode << " --rms-op " << rms_op
+              << ": max |ORT - lnverify f64 of the original| " << fold_diff << ", top-1 "
+              << agreeing(fold_top1, ref_top1) << "/" << ref_top1.size() << "\n";
+    EXPECT_LE(fold_diff, bound) << mode << " " << rms_op;
+    EXPECT_EQ(agreeing(fold_top1, ref_top1), ref_top1.size()) << mode << " " << rms_op;
   }
 }
 
