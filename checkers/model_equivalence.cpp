@@ -134,15 +134,31 @@ void require_paired_dropouts(const Graph& a, const std::string& an, const Graph&
   pair_up(db, bn, da, an);
 }
 
-// Whether a and b store the same weights: the same params by name, with equal values.
-bool same_weights(const Graph& a, const Graph& b) {
-  if (a.params.size() != b.params.size()) return false;
-  for (const Param& p : a.params) {
-    if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) return false;
-    const Param& q = b.params[static_cast<size_t>(b.param_index(p.name))];
-    if (q.shape != p.shape || q.values != p.values) return false;
+// The params not stored identically in both models (by name, shape and values): the
+// weights that may have been rounded between them (a fold's centered weights, a re-export
+// in another float type). The least stored_bits among them, or 0 when there is none: the
+// two store the same weights, and no weight was rounded between them.
+unsigned rounded_weight_bits(const Graph& a, const Graph& b) {
+  auto same_in = [](const Param& p, const Graph& other) {
+    if (!other.has(p.name) || other.ref(p.name).kind != ValueRef::Kind::param) return false;
+    const Param& q = other.params[static_cast<size_t>(other.param_index(p.name))];
+    return q.shape == p.shape && q.values == p.values;
+  };
+  int bits = 0;
+  for (const auto& [g, other] : {std::pair{&a, &b}, std::pair{&b, &a}})
+    for (const Param& p : g->params)
+      if (!same_in(p, *other)) bits = bits == 0 ? p.stored_bits : std::min(bits, p.stored_bits);
+  return static_cast<unsigned>(bits);
+}
+
+std::string float_type_of(unsigned bits) {
+  switch (bits) {
+    case 53: return "double";
+    case 24: return "float32";
+    case 11: return "float16";
+    case 8: return "bfloat16";
+    default: return std::to_string(bits) + "-bit";
   }
-  return true;
 }
 
 double to_double(const Mpfr& x) { return x.convert_to<double>(); }
@@ -198,7 +214,9 @@ struct Measurement {
 class Runner {
  public:
   Runner(const Graph& a, const Graph& b, const EquivOptions& opt)
-      : a_(a), b_(b), opt_(opt), same_weights_(same_weights(a, b)) {
+      : a_(a), b_(b), opt_(opt), rounded_bits_(rounded_weight_bits(a, b)),
+        same_weights_(rounded_bits_ == 0),
+        weight_bits_(opt.weight_bits != 0 ? opt.weight_bits : rounded_bits_) {
     const OutputKeys keys = output_keys(a, b);
     for (size_t q = 0; q < a.outputs.size(); ++q)
       quantities_.push_back({"output '" + a.outputs[q] + "'", a.shape_of(a.output_refs[q]),
@@ -220,7 +238,13 @@ class Runner {
     rep.trials = opt_.trials;
     rep.seed = opt_.seed;
     rep.grad = opt_.grad;
-    rep.weight_bits = opt_.strict ? 0 : opt_.weight_bits;
+    rep.weight_bits = opt_.strict || same_weights_ ? 0 : weight_bits_;
+    rep.weight_storage = opt_.strict       ? "none (--strict)"
+                         : same_weights_   ? "none (A and B store the same weights)"
+                         : opt_.weight_bits ? std::to_string(weight_bits_) + " bits (--weight-bits)"
+                                            : std::to_string(weight_bits_) + " bits (the " +
+                                                  float_type_of(weight_bits_) +
+                                                  " storage of the weights that differ)";
     if (opt_.mode == Mode::training)
       for (const auto& [name, shape] : dropouts(a_)) rep.dropouts.push_back(name);
     for (size_t i = 0; i < quantities_.size(); ++i) rep.quantities.push_back(judge(i));
@@ -242,20 +266,21 @@ class Runner {
     out.outcome = ag.outcome;
     out.detail = ag.detail;
     if (ag.outcome != Outcome::fails) return out;
-    // A stable difference within what rounding the stored weights to opt.weight_bits can
-    // cause (a fold's centered weights saved in double) is equal up to weight storage;
-    // models that store the same weights have no such rounding between them.
+    // A stable difference within what rounding the weights that differ to the precision
+    // they are stored in can cause (a fold's centered weights saved in double, or in an
+    // ONNX file's float32) is equal up to weight storage; models that store the same
+    // weights have no such rounding between them.
     const bool storage_allowed = !opt_.strict && !same_weights_;
     if (storage_allowed)
-      out.storage_bound = std::max(rounding_bound(a_, opt_.weight_bits, m.scale),
-                                   rounding_bound(b_, opt_.weight_bits, m.scale));
+      out.storage_bound = std::max(rounding_bound(a_, weight_bits_, m.scale),
+                                   rounding_bound(b_, weight_bits_, m.scale));
     if (storage_allowed && q.max_abs <= out.storage_bound) {
       out.outcome = Outcome::holds;
       out.up_to_weight_storage = true;
       out.detail = "the difference " + sci(q.max_abs) + " stays at twice the precision (above "
                    "the rounding bound " + sci(m.bound) + ") but is within " +
                    sci(out.storage_bound) + ", what rounding the weights to " +
-                   std::to_string(opt_.weight_bits) + " bits can cause: equal up to weight "
+                   std::to_string(weight_bits_) + " bits can cause: equal up to weight "
                    "storage (--strict: different)";
       return out;
     }
@@ -343,7 +368,9 @@ class Runner {
   const Graph& a_;
   const Graph& b_;
   const EquivOptions& opt_;
+  const unsigned rounded_bits_;  // rounded_weight_bits(a, b)
   const bool same_weights_;
+  const unsigned weight_bits_;   // of the allowance: opt.weight_bits, else rounded_bits_
   std::vector<Quantity> quantities_;
   std::map<unsigned, Measurement> measurements_;  // per precision
 };

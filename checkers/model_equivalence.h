@@ -14,9 +14,11 @@
 // rounding_bound() (equivalence.h) of the larger of the two graphs for the largest
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
 // (agreement.h): equal, different (a difference that stays at twice the precision), or
-// inconclusive. A stable difference within the bound for weights rounded to
-// opt.weight_bits is equal up to weight storage (docs/spec/decisions.md), unless opt.strict
-// or the two models store the same weights (same names, equal values).
+// inconclusive. A stable difference within the bound for weights rounded to the precision
+// they are stored in (Param::stored_bits: the least among the params the two models do
+// not store identically), or to opt.weight_bits when given, is equal up to weight storage
+// (docs/spec/decisions.md), unless opt.strict or the two models store the same weights
+// (same names, equal values).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,9 @@ struct EquivOptions {
   bool grad = false;    // also compare the gradients of the loss w.r.t. the float inputs
   // A difference that stays at twice the precision but is within rounding_bound() at
   // weight_bits (what rounding every stored weight to that many bits can cause: a fold's
-  // centered weights saved in double) is "equal up to weight storage"; strict: different.
-  unsigned weight_bits = 53;
+  // centered weights saved in double, or in float32) is "equal up to weight storage";
+  // strict: different. 0: the precision the weights that differ are stored in.
+  unsigned weight_bits = 0;
   bool strict = false;
   std::string a_name, b_name;  // for the report
 };

@@ -1,5 +1,5 @@
 // `lnverify equiv A B [--mode inference|training] [--grad] [--bits N] [--trials K]
-// [--seed S] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
+// [--seed S] [--weight-bits W] [--strict] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
 // mix of model.json and ONNX) compute the same function, by exact evaluation on shared
 // random inputs (checkers/model_equivalence.h).
 //
@@ -90,7 +90,8 @@ Action setup(CLI::App& sub) {
       ->check(seed_range());
   sub.add_option("--weight-bits", opt->equiv.weight_bits,
                  "a stable difference within what rounding the weights to this many bits can "
-                 "cause is equal up to weight storage (default 53: double)")
+                 "cause is equal up to weight storage (default: the precision the weights "
+                 "that differ are stored in: 53 double, 24 float32, 11 float16, 8 bfloat16)")
       ->check(CLI::Range(8u, 8192u));
   sub.add_flag("--strict", opt->equiv.strict,
                "exact equality only: a stable difference is different, however small");
