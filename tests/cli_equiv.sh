@@ -58,8 +58,39 @@ for f in "$D"/*.onnx; do
     run "equiv $m and its $op fold" 0 "$LNV" equiv "$f" "$T/$m.$op.onnx" $(dims_of "$f") --trials 1
     has "$m, $op fold: equal" "^result: equal"
     has "$m, $op fold: allowed what float32 storage of the centered weights can cause" \
-      "^  weight storage allowance: 24 bits \(the float32 storage of the weights that differ\)"
+      "^  weight storage allowance: 24 bits \(the float32 storage of the weights that differ\); measured: 16 × the largest change of 2 random 2\^-24 perturbations"
   done
+done
+
+# --- wrong folds between float32 files: the measured allowance is small enough to see them -
+# GPT-2's decomposed fold with the embedding table uncentered again (one centered producer
+# left out), with one element of a centered MLP weight scaled by 1 + 1e-3, and with one
+# element of a centered bias shifted by 1e-4: each is different.
+GF="$T/gpt2_tiny_opset17.decomposed.onnx"
+/usr/bin/python3 - "$D/gpt2_tiny_opset17.onnx" "$GF" "$T" > "$T/out" 2>&1 <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+orig = {t.name: numpy_helper.to_array(t) for t in onnx.load(sys.argv[1]).graph.initializer}
+def variant(out, name, change):
+    m = onnx.load(sys.argv[2])
+    t = next(t for t in m.graph.initializer if t.name == name)
+    assert not np.array_equal(numpy_helper.to_array(t), orig[name]), name + " is not centered"
+    t.CopyFrom(numpy_helper.from_array(change(numpy_helper.to_array(t).copy()).astype(np.float32), name))
+    onnx.save(m, f"{sys.argv[3]}/{out}.onnx")
+def scale(v): v.flat[3] *= np.float32(1 + 1e-3); return v
+def shift(v): v.flat[3] += np.float32(1e-4); return v
+variant("gpt2_left_out", "wte.weight", lambda v: orig["wte.weight"])
+variant("gpt2_rel1e-3", "onnx::MatMul_409", scale)
+variant("gpt2_bias1e-4", "h.0.mlp.2.bias", shift)
+print("variants written")
+PY
+has "wrong float32 folds of GPT-2 written" "^variants written$"
+for v in left_out rel1e-3 bias1e-4; do
+  run "GPT-2 and its ONNX fold with $v: different" 1 "$LNV" equiv "$D/gpt2_tiny_opset17.onnx" \
+    "$T/gpt2_$v.onnx" --dim batch=2 --dim seq=8 --trials 1
+  has "$v: above the measured allowance" "and above the bound for rounded weights \([0-9.e+-]+ = 16 × the measured [0-9.e+-]+ \+ the rounding bound\)"
 done
 
 # --- the allowance by the files' float type: exports of a one-linear model -----------------
