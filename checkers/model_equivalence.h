@@ -14,11 +14,13 @@
 // rounding_bound() (equivalence.h) of the larger of the two graphs for the largest
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
 // (agreement.h): equal, different (a difference that stays at twice the precision), or
-// inconclusive. A stable difference within the bound for weights rounded to the precision
-// they are stored in (Param::stored_bits: the least among the params the two models do
-// not store identically), or to opt.weight_bits when given, is equal up to weight storage
-// (docs/spec/decisions.md), unless opt.strict or the two models store the same weights
-// (same names, equal values).
+// inconclusive. A stable difference within the weight-storage allowance is equal up to
+// weight storage (docs/spec/decisions.md), unless opt.strict or the two models store the
+// same weights (same names, equal values). The allowance is measured: each model evaluated
+// again, 2 times per trial, with every param the two do not store identically perturbed
+// by w·(1 + u·2^-W), u uniform in [-1, 1) (stream "<param>#storage#<r>"), W the precision
+// those params are stored in (Param::stored_bits, the least among them) or opt.weight_bits;
+// the allowance is 16 times the largest change either model shows, plus the rounding bound.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +38,10 @@ struct EquivOptions {
   int trials = 3;       // shared random inputs (and dropout masks)
   uint64_t seed = 0;    // run seed of trial 0
   bool grad = false;    // also compare the gradients of the loss w.r.t. the float inputs
-  // A difference that stays at twice the precision but is within rounding_bound() at
-  // weight_bits (what rounding every stored weight to that many bits can cause: a fold's
-  // centered weights saved in double, or in float32) is "equal up to weight storage";
-  // strict: different. 0: the precision the weights that differ are stored in.
+  // A difference that stays at twice the precision but is within the allowance measured
+  // with the differing weights perturbed at weight_bits (a fold's centered weights saved in
+  // double, or in float32) is "equal up to weight storage"; strict: different. 0: the
+  // precision the weights that differ are stored in.
   unsigned weight_bits = 0;
   bool strict = false;
   std::string a_name, b_name;  // for the report
