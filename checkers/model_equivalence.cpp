@@ -301,9 +301,9 @@ class Runner {
     out.outcome = ag.outcome;
     out.detail = ag.detail;
     if (ag.outcome != Outcome::fails) return out;
-    // A stable difference within what rounding the weights that differ to the precision
-    // they are stored in can cause (a fold's centered weights saved in double, or in an
-    // ONNX file's float32) is equal up to weight storage; models that store the same
+    // A stable difference within what storing the weights that differ at the precision
+    // they are stored in causes (a fold's centered weights saved in double, or in an ONNX
+    // file's float32), measured, is equal up to weight storage; models that store the same
     // weights have no such rounding between them.
     const bool storage_allowed = !opt_.strict && !same_weights_;
     double sensitivity = 0.0;
@@ -342,6 +342,13 @@ class Runner {
     return it->second;
   }
 
+  // B's inputs: A's random inputs of a trial, by name.
+  std::vector<Tensor<Mpfr>> inputs_of_b(const std::vector<Tensor<Mpfr>>& in_a) const {
+    std::vector<Tensor<Mpfr>> in_b;
+    for (const Input& in : b_.inputs) in_b.push_back(in_a[a_.ref(in.name).index]);
+    return in_b;
+  }
+
   Measurement measure() {
     Measurement m;
     m.q.resize(quantities_.size());
@@ -349,8 +356,8 @@ class Runner {
     for (int k = 0; k < opt_.trials; ++k) {
       const uint64_t seed = opt_.seed + static_cast<uint64_t>(k);
       const eval::RunOptions ro{opt_.mode, seed};
-      std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed), in_b;
-      for (const Input& in : b_.inputs) in_b.push_back(in_a[a_.ref(in.name).index]);
+      std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed);
+      std::vector<Tensor<Mpfr>> in_b = inputs_of_b(in_a);
       const eval::Evaluation<Mpfr> ea = eval::evaluate(a_, std::move(in_a), ro);
       const eval::Evaluation<Mpfr> eb = eval::evaluate(b_, std::move(in_b), ro);
       m.scale = std::max({m.scale, max_finite_magnitude(ea.nodes), max_finite_magnitude(eb.nodes),
@@ -378,6 +385,7 @@ class Runner {
     for (int k = 0; k < opt_.trials; ++k)
       for (size_t i = 0; i < quantities_.size(); ++i)
         add(m.q[i], per_trial[k].a[i], per_trial[k].b[i], k, quantities_[i].shape);
+    if (opt_.strict || same_weights_) per_trial.clear();  // kept for storage_sensitivity only
     return m;
   }
 
@@ -419,10 +427,7 @@ class Runner {
       for (const bool is_a : {true, false}) {
         const Graph& g = is_a ? a_ : b_;
         const std::vector<size_t>& differing = is_a ? diff_a_ : diff_b_;
-        std::vector<Tensor<Mpfr>> inputs;
-        if (is_a) inputs = in_a;
-        else
-          for (const Input& in : b_.inputs) inputs.push_back(in_a[a_.ref(in.name).index]);
+        const std::vector<Tensor<Mpfr>> inputs = is_a ? in_a : inputs_of_b(in_a);
         const std::vector<Tensor<Mpfr>> stored = eval::param_values<Mpfr>(g);
         const std::vector<Tensor<Mpfr>>& base = is_a ? m.per_trial[k].a : m.per_trial[k].b;
         for (int r = 0; r < kStorageDraws; ++r) {
