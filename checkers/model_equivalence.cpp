@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/eval/evaluator.h"
 #include "core/model_json.h"
+#include "core/random.h"
 
 namespace lnv::check {
 
@@ -134,15 +136,44 @@ void require_paired_dropouts(const Graph& a, const std::string& an, const Graph&
   pair_up(db, bn, da, an);
 }
 
-// Whether a and b store the same weights: the same params by name, with equal values.
-bool same_weights(const Graph& a, const Graph& b) {
-  if (a.params.size() != b.params.size()) return false;
-  for (const Param& p : a.params) {
-    if (!b.has(p.name) || b.ref(p.name).kind != ValueRef::Kind::param) return false;
-    const Param& q = b.params[static_cast<size_t>(b.param_index(p.name))];
-    if (q.shape != p.shape || q.values != p.values) return false;
+// The params of g not stored identically in other (by name, shape and values): the
+// weights that may have been rounded between them (a fold's centered weights, a re-export
+// in another float type), params only g has included.
+std::vector<size_t> differing_params(const Graph& g, const Graph& other) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const Param& p = g.params[i];
+    const bool same = other.has(p.name) && other.ref(p.name).kind == ValueRef::Kind::param &&
+                      [&] {
+                        const Param& q = other.params[static_cast<size_t>(other.param_index(p.name))];
+                        return q.shape == p.shape && q.values == p.values;
+                      }();
+    if (!same) out.push_back(i);
   }
-  return true;
+  return out;
+}
+
+// The least stored_bits among the differing params of both models, or 0 when there is
+// none: the two store the same weights, and no weight was rounded between them.
+unsigned rounded_weight_bits(const Graph& a, const std::vector<size_t>& diff_a, const Graph& b,
+                             const std::vector<size_t>& diff_b) {
+  int bits = 0;
+  for (const auto& [g, diff] : {std::pair{&a, &diff_a}, std::pair{&b, &diff_b}})
+    for (size_t i : *diff) {
+      const int p = g->params[i].stored_bits;
+      bits = bits == 0 ? p : std::min(bits, p);
+    }
+  return static_cast<unsigned>(bits);
+}
+
+std::string float_type_of(unsigned bits) {
+  switch (bits) {
+    case 53: return "double";
+    case 24: return "float32";
+    case 11: return "float16";
+    case 8: return "bfloat16";
+    default: return std::to_string(bits) + "-bit";
+  }
 }
 
 double to_double(const Mpfr& x) { return x.convert_to<double>(); }
@@ -183,6 +214,17 @@ struct Quantity {
   bool param = false;  // a gradient with respect to a param, not an input
 };
 
+// The weight-storage allowance of a quantity is kStorageMargin times the largest change
+// kStorageDraws random perturbations of the differing params' storage cause in either
+// model (docs/spec/decisions.md, "Equal up to weight storage"), plus the rounding bound.
+constexpr int kStorageDraws = 2;
+constexpr double kStorageMargin = 16.0;
+
+// The compared tensors of one trial, per quantity, of each model.
+struct Values {
+  std::vector<Tensor<Mpfr>> a, b;
+};
+
 // Every quantity compared at one precision over all trials.
 struct Measurement {
   struct PerQuantity {
@@ -194,12 +236,19 @@ struct Measurement {
   std::vector<PerQuantity> q;
   double scale = 1.0;
   double bound = 0.0;
+  std::vector<Values> per_trial;
+  // Per quantity, the largest change the storage perturbations caused in A or B; measured
+  // when a quantity first needs the allowance.
+  std::optional<std::vector<double>> sensitivity;
 };
 
 class Runner {
  public:
   Runner(const Graph& a, const Graph& b, const EquivOptions& opt)
-      : a_(a), b_(b), opt_(opt), same_weights_(same_weights(a, b)) {
+      : a_(a), b_(b), opt_(opt), diff_a_(differing_params(a, b)), diff_b_(differing_params(b, a)),
+        rounded_bits_(rounded_weight_bits(a, diff_a_, b, diff_b_)),
+        same_weights_(rounded_bits_ == 0),
+        weight_bits_(opt.weight_bits != 0 ? opt.weight_bits : rounded_bits_) {
     const OutputKeys keys = output_keys(a, b);
     for (size_t q = 0; q < a.outputs.size(); ++q)
       quantities_.push_back({"output '" + a.outputs[q] + "'", a.shape_of(a.output_refs[q]),
@@ -230,7 +279,17 @@ class Runner {
     rep.trials = opt_.trials;
     rep.seed = opt_.seed;
     rep.grad = opt_.grad;
-    rep.weight_bits = opt_.strict ? 0 : opt_.weight_bits;
+    rep.weight_bits = opt_.strict || same_weights_ ? 0 : weight_bits_;
+    rep.weight_storage = opt_.strict       ? "none (--strict)"
+                         : same_weights_   ? "none (A and B store the same weights)"
+                         : (opt_.weight_bits ? std::to_string(weight_bits_) + " bits (--weight-bits)"
+                                             : std::to_string(weight_bits_) + " bits (the " +
+                                                   float_type_of(weight_bits_) +
+                                                   " storage of the weights that differ)") +
+                               "; measured: " + sci(kStorageMargin) + " × the largest change of " +
+                               std::to_string(kStorageDraws) + " random 2^-" +
+                               std::to_string(weight_bits_) + " perturbations of the " +
+                               std::to_string(diff_a_.size() + diff_b_.size()) + " differing params";
     if (opt_.mode == Mode::training)
       for (const auto& [name, shape] : dropouts(a_)) rep.dropouts.push_back(name);
     for (size_t i = 0; i < quantities_.size(); ++i) rep.quantities.push_back(judge(i));
@@ -252,21 +311,25 @@ class Runner {
     out.outcome = ag.outcome;
     out.detail = ag.detail;
     if (ag.outcome != Outcome::fails) return out;
-    // A stable difference within what rounding the stored weights to opt.weight_bits can
-    // cause (a fold's centered weights saved in double) is equal up to weight storage;
-    // models that store the same weights have no such rounding between them.
+    // A stable difference within what storing the weights that differ at the precision
+    // they are stored in causes (a fold's centered weights saved in double, or in an ONNX
+    // file's float32), measured, is equal up to weight storage; models that store the same
+    // weights have no such rounding between them.
     const bool storage_allowed = !opt_.strict && !same_weights_;
-    if (storage_allowed)
-      out.storage_bound = std::max(rounding_bound(a_, opt_.weight_bits, m.scale),
-                                   rounding_bound(b_, opt_.weight_bits, m.scale));
+    double sensitivity = 0.0;
+    if (storage_allowed) {
+      sensitivity = storage_sensitivity(m, ag.bits)[i];
+      out.storage_bound = kStorageMargin * sensitivity + m.bound;
+    }
     if (storage_allowed && q.max_abs <= out.storage_bound) {
       out.outcome = Outcome::holds;
       out.up_to_weight_storage = true;
       out.detail = "the difference " + sci(q.max_abs) + " stays at twice the precision (above "
                    "the rounding bound " + sci(m.bound) + ") but is within " +
-                   sci(out.storage_bound) + ", what rounding the weights to " +
-                   std::to_string(opt_.weight_bits) + " bits can cause: equal up to weight "
-                   "storage (--strict: different)";
+                   sci(out.storage_bound) + " = " + sci(kStorageMargin) + " × " + sci(sensitivity) +
+                   " (the largest change measured for the differing weights perturbed at " +
+                   std::to_string(weight_bits_) + " bits) + the rounding bound: equal up to "
+                   "weight storage (--strict: different)";
       return out;
     }
     out.worst = q.worst;
@@ -274,7 +337,9 @@ class Runner {
                  sci(out.stats.max_rel) + "), " + sci(q.max_abs / m.bound) +
                  " times the rounding bound, stable at twice the precision" +
                  (storage_allowed ? ", and above the bound for rounded weights (" +
-                                        sci(out.storage_bound) + ")"
+                                        sci(out.storage_bound) + " = " + sci(kStorageMargin) +
+                                        " × the measured " + sci(sensitivity) +
+                                        " + the rounding bound)"
                   : same_weights_ ? " (both models store the same weights)"
                                   : "");
     return out;
@@ -287,18 +352,22 @@ class Runner {
     return it->second;
   }
 
+  // B's inputs: A's random inputs of a trial, by name.
+  std::vector<Tensor<Mpfr>> inputs_of_b(const std::vector<Tensor<Mpfr>>& in_a) const {
+    std::vector<Tensor<Mpfr>> in_b;
+    for (const Input& in : b_.inputs) in_b.push_back(in_a[a_.ref(in.name).index]);
+    return in_b;
+  }
+
   Measurement measure() {
     Measurement m;
     m.q.resize(quantities_.size());
-    struct Values {
-      std::vector<Tensor<Mpfr>> a, b;
-    };
-    std::vector<Values> per_trial;  // the compared tensors of each trial
+    std::vector<Values>& per_trial = m.per_trial;
     for (int k = 0; k < opt_.trials; ++k) {
       const uint64_t seed = opt_.seed + static_cast<uint64_t>(k);
       const eval::RunOptions ro{opt_.mode, seed};
-      std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed), in_b;
-      for (const Input& in : b_.inputs) in_b.push_back(in_a[a_.ref(in.name).index]);
+      std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed);
+      std::vector<Tensor<Mpfr>> in_b = inputs_of_b(in_a);
       const eval::Evaluation<Mpfr> ea = eval::evaluate(a_, std::move(in_a), ro);
       const eval::Evaluation<Mpfr> eb = eval::evaluate(b_, std::move(in_b), ro);
       m.scale = std::max({m.scale, max_finite_magnitude(ea.nodes), max_finite_magnitude(eb.nodes),
@@ -333,6 +402,7 @@ class Runner {
     for (int k = 0; k < opt_.trials; ++k)
       for (size_t i = 0; i < quantities_.size(); ++i)
         add(m.q[i], per_trial[k].a[i], per_trial[k].b[i], k, quantities_[i].shape);
+    if (opt_.strict || same_weights_) per_trial.clear();  // kept for storage_sensitivity only
     return m;
   }
 
@@ -357,10 +427,57 @@ class Runner {
     }
   }
 
+  // The largest change, per quantity, of kStorageDraws evaluations of A and of B on each
+  // trial's inputs (and dropout masks) with every differing param perturbed as storage
+  // rounding perturbs it: w' = w·(1 + u·2^-weight_bits), u uniform in [-1, 1) per element
+  // from the stream "<param>#storage#<draw>" under the trial's run seed (format.md,
+  // "Random numbers"). Measured at `bits`, the precision of m, once per measurement.
+  const std::vector<double>& storage_sensitivity(Measurement& m, unsigned bits) {
+    if (m.sensitivity) return *m.sensitivity;
+    Precision precision(bits);
+    std::vector<double> s(quantities_.size(), 0.0);
+    const Mpfr step = boost::multiprecision::ldexp(Mpfr(1), -static_cast<int>(weight_bits_));
+    for (int k = 0; k < opt_.trials; ++k) {
+      const uint64_t seed = opt_.seed + static_cast<uint64_t>(k);
+      const eval::RunOptions ro{opt_.mode, seed};
+      const std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed);
+      for (const bool is_a : {true, false}) {
+        const Graph& g = is_a ? a_ : b_;
+        const std::vector<size_t>& differing = is_a ? diff_a_ : diff_b_;
+        const std::vector<Tensor<Mpfr>> inputs = is_a ? in_a : inputs_of_b(in_a);
+        const std::vector<Tensor<Mpfr>> stored = eval::param_values<Mpfr>(g);
+        const std::vector<Tensor<Mpfr>>& base = is_a ? m.per_trial[k].a : m.per_trial[k].b;
+        for (int r = 0; r < kStorageDraws; ++r) {
+          std::vector<Tensor<Mpfr>> perturbed = stored;
+          for (size_t p : differing) {
+            SplitMix64 stream(seed, g.params[p].name + "#storage#" + std::to_string(r));
+            for (Mpfr& w : perturbed[p].data) w *= 1 + (2 * Mpfr(stream.uniform()) - 1) * step;
+          }
+          const eval::Evaluation<Mpfr> ev = eval::evaluate_with_params(g, inputs, perturbed, ro);
+          std::optional<eval::Gradients<Mpfr>> gr;
+          if (opt_.grad) gr = eval::gradients(g, ev, ro);
+          for (size_t i = 0; i < quantities_.size(); ++i) {
+            const Quantity& q = quantities_[i];
+            const int at = is_a ? q.a : q.b;
+            const Tensor<Mpfr>& t = q.gradient ? gr->inputs[at] : ev.outputs[at];
+            for (int64_t e = 0; e < t.size(); ++e) {
+              const double d = to_double(Mpfr(abs(t.data[e] - base[i].data[e])));
+              if (std::isfinite(d)) s[i] = std::max(s[i], d);
+            }
+          }
+        }
+      }
+    }
+    return *(m.sensitivity = std::move(s));
+  }
+
   const Graph& a_;
   const Graph& b_;
   const EquivOptions& opt_;
+  const std::vector<size_t> diff_a_, diff_b_;  // differing_params(a, b), (b, a)
+  const unsigned rounded_bits_;  // rounded_weight_bits
   const bool same_weights_;
+  const unsigned weight_bits_;   // of the allowance: opt.weight_bits, else rounded_bits_
   std::vector<Quantity> quantities_;
   std::map<unsigned, Measurement> measurements_;  // per precision
 };

@@ -15,9 +15,13 @@
 // rounding_bound() (equivalence.h) of the larger of the two graphs for the largest
 // magnitude either evaluation produced, and each quantity is judged by judge_agreement()
 // (agreement.h): equal, different (a difference that stays at twice the precision), or
-// inconclusive. A stable difference within the bound for weights rounded to
-// opt.weight_bits is equal up to weight storage (docs/spec/decisions.md), unless opt.strict
-// or the two models store the same weights (same names, equal values).
+// inconclusive. A stable difference within the weight-storage allowance is equal up to
+// weight storage (docs/spec/decisions.md), unless opt.strict or the two models store the
+// same weights (same names, equal values). The allowance is measured: each model evaluated
+// again, 2 times per trial, with every param the two do not store identically perturbed
+// by w·(1 + u·2^-W), u uniform in [-1, 1) (stream "<param>#storage#<r>"), W the precision
+// those params are stored in (Param::stored_bits, the least among them) or opt.weight_bits;
+// the allowance is 16 times the largest change either model shows, plus the rounding bound.
 #pragma once
 
 #include <cstdint>
@@ -38,10 +42,11 @@ struct EquivOptions {
   // with grad: also w.r.t. every param both models hold under the same name and shape (the
   // stored values, before center_axes / cbwc): a training fold's parameters
   bool grad_params = false;
-  // A difference that stays at twice the precision but is within rounding_bound() at
-  // weight_bits (what rounding every stored weight to that many bits can cause: a fold's
-  // centered weights saved in double) is "equal up to weight storage"; strict: different.
-  unsigned weight_bits = 53;
+  // A difference that stays at twice the precision but is within the allowance measured
+  // with the differing weights perturbed at weight_bits (a fold's centered weights saved in
+  // double, or in float32) is "equal up to weight storage"; strict: different. 0: the
+  // precision the weights that differ are stored in.
+  unsigned weight_bits = 0;
   bool strict = false;
   std::string a_name, b_name;  // for the report
 };

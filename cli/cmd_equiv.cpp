@@ -1,5 +1,5 @@
 // `lnverify equiv A B [--mode inference|training] [--grad [--grad-params]] [--bits N] [--trials K]
-// [--seed S] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
+// [--seed S] [--weight-bits W] [--strict] [--json F] [--junit F] [--html F] [--format text|markdown] [--dim NAME=VALUE ...]`: proves or refutes that two models (any
 // mix of model.json and ONNX) compute the same function, by exact evaluation on shared
 // random inputs (checkers/model_equivalence.h).
 //
@@ -93,8 +93,10 @@ Action setup(CLI::App& sub) {
   sub.add_option("--seed", opt->equiv.seed, "run seed of trial 0; trial k uses seed + k")
       ->check(seed_range());
   sub.add_option("--weight-bits", opt->equiv.weight_bits,
-                 "a stable difference within what rounding the weights to this many bits can "
-                 "cause is equal up to weight storage (default 53: double)")
+                 "a stable difference within 16 times the change measured with the weights "
+                 "that differ perturbed at this many bits is equal up to weight storage "
+                 "(default: the precision they are stored in: 53 double, 24 float32, "
+                 "11 float16, 8 bfloat16)")
       ->check(CLI::Range(8u, 8192u));
   sub.add_flag("--strict", opt->equiv.strict,
                "exact equality only: a stable difference is different, however small");

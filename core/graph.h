@@ -77,6 +77,10 @@ struct Param {
   // param may be of any source: materialize_values reads `lazy` instead of a file.
   bool values_deferred = false;
   std::shared_ptr<const ValueSource> lazy;
+  // The significand bits of the float type the values are stored in (53: double, the
+  // default and a model.json's inline data; a safetensors F32 file or an ONNX FLOAT
+  // initializer 24, F16 11, BF16 8). `equiv` allows what rounding weights to it can cause.
+  int stored_bits = 53;
 };
 
 // The norm inside an `rnn` (a LayerNorm over H, or an RMSNorm after a rewrite).

@@ -508,6 +508,7 @@ class ModelParser {
           const SafetensorsReader& file = reader(p.file.path);
           const SafetensorsSpan span = file.span(p.file.key);
           stored = span.shape;
+          p.stored_bits = dtype_significand_bits(span.dtype);
           if (stored == p.shape) bad = file.first_non_finite(span);
         } catch (const ModelError& e) {
           r.fail(at, e.what());
@@ -525,6 +526,7 @@ class ModelParser {
       SafetensorsTensor t;
       try {
         t = reader(p.file.path).read(p.file.key);
+        p.stored_bits = dtype_significand_bits(reader(p.file.path).dtype(p.file.key));
       } catch (const ModelError& e) {
         r.fail(at, e.what());
       }

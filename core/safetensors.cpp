@@ -102,6 +102,13 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
   data_size_ = size - data_start_;
 }
 
+int dtype_significand_bits(const std::string& dtype) {
+  if (dtype == "F32") return 24;
+  if (dtype == "F16") return 11;
+  if (dtype == "BF16") return 8;
+  return 53;
+}
+
 SafetensorsReader::~SafetensorsReader() = default;
 
 bool SafetensorsReader::has(const std::string& key) const {

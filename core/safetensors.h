@@ -24,6 +24,9 @@
 
 namespace lnv {
 
+// The significand bits of a supported dtype (F64 53, F32 24, F16 11, BF16 8), 53 for others.
+int dtype_significand_bits(const std::string& dtype);
+
 struct SafetensorsTensor {
   Shape shape;
   std::vector<double> values;  // row-major

@@ -184,6 +184,7 @@ std::string Importer::value(const std::string& v) {
                                            " values where a float tensor is read");
   const std::string name = c->value.stored ? stored_param(v, c->value.dims, c->value)
                                            : new_param(v, c->value.dims, c->value.floats);
+  g_.params.back().stored_bits = significand_bits(c->value.type);
   values_[v] = name;
   return name;
 }
@@ -191,7 +192,10 @@ std::string Importer::value(const std::string& v) {
 std::string Importer::param_as(const std::string& v, const Shape& shape) {
   const Initializer* c = constant(v);
   if (c->value.dims == shape) return value(v);
-  return c->value.stored ? stored_param(v, shape, c->value) : new_param(v, shape, c->value.floats);
+  const std::string name = c->value.stored ? stored_param(v, shape, c->value)
+                                           : new_param(v, shape, c->value.floats);
+  g_.params.back().stored_bits = significand_bits(c->value.type);
+  return name;
 }
 
 std::vector<double> Importer::floats(const std::string& v) const {

@@ -35,6 +35,15 @@ bool is_float_type(ElemType t) {
          t == ElemType::Double;
 }
 
+int significand_bits(ElemType t) {
+  switch (t) {
+    case ElemType::Float: return 24;
+    case ElemType::Float16: return 11;
+    case ElemType::BFloat16: return 8;
+    default: return 53;
+  }
+}
+
 bool is_integer_type(ElemType t) {
   switch (t) {
     case ElemType::Uint8: case ElemType::Int8: case ElemType::Uint16: case ElemType::Int16:

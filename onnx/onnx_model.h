@@ -43,6 +43,8 @@ enum class ElemType : int32_t {
 
 const char* elem_type_name(ElemType t);
 bool is_float_type(ElemType t);    // Float, Float16, BFloat16, Double
+// The significand bits of a float type: Float 24, Double 53, Float16 11, BFloat16 8 (53 for others).
+int significand_bits(ElemType t);
 bool is_integer_type(ElemType t);  // signed/unsigned ints up to 32 bits, Int64, Uint32, Bool
 // The element types a Tensor can hold: the float types and the integer types above.
 bool is_supported_type(ElemType t);

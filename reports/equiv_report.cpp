@@ -76,7 +76,8 @@ std::string sci(double v, const char* fmt = "%.3g") {
 std::string to_text(const EquivReport& r) {
   std::ostringstream os;
   os << "equiv " << r.a << " " << r.b << "  mode " << mode_name(r.mode) << "  " << r.bits
-     << " bits  " << r.trials << " trials  seed " << r.seed << "\n";
+     << " bits  " << r.trials << " trials  seed " << r.seed << "\n"
+     << "  weight storage allowance: " << r.weight_storage << "\n";
   for (const EquivQuantity& q : r.quantities) {
     const ErrorStats& s = q.stats;
     os << "  " << equiv_outcome_name(q.outcome) << "  " << s.quantity << "  max abs "
@@ -101,7 +102,8 @@ std::string to_markdown(const EquivReport& r) {
   std::ostringstream os;
   os << "Exact equivalence of " << markdown_cell(r.a) << " and " << markdown_cell(r.b) << ": "
      << mode_name(r.mode) << " mode, " << r.bits << "-bit MPFR, " << r.trials << " trials, seed "
-     << r.seed << (r.grad ? ", input gradients compared" : "") << ".\n\n"
+     << r.seed << (r.grad ? ", input gradients compared" : "") << "; weight storage allowance "
+     << markdown_cell(r.weight_storage) << ".\n\n"
      << "| quantity | outcome | elements | abs max | abs mean | abs median | abs p99 | rel max "
         "| rel mean | rel median | rel p99 | bound | bits |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";

@@ -51,7 +51,8 @@ struct EquivReport {
   int trials = 0;
   uint64_t seed = 0;
   bool grad = false;
-  unsigned weight_bits = 0;  // 0 with --strict
+  unsigned weight_bits = 0;  // of the storage allowance; 0 with --strict or the same weights
+  std::string weight_storage;  // the allowance in words: "24 bits (the float32 storage ...)"
   std::vector<std::string> dropouts;  // training: the dropout nodes whose masks are shared
   std::vector<EquivQuantity> quantities;  // outputs in A's order, then input gradients
   Outcome outcome() const;   // the worst

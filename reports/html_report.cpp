@@ -229,7 +229,8 @@ std::string html_equiv_section(const EquivReport& r) {
     << equiv_outcome_name(r.outcome()) << "</span></h2><p class=\"summary\">A <code>"
     << html_escape(r.a) << "</code>, B <code>" << html_escape(r.b) << "</code>; mode "
     << mode_name(r.mode) << ", " << r.bits << " bits, " << r.trials << " trials, seed " << r.seed
-    << (r.grad ? ", input gradients compared" : "") << "; " << r.count(Outcome::holds) << " equal, "
+    << (r.grad ? ", input gradients compared" : "") << "; weight storage allowance "
+    << html_escape(r.weight_storage) << "; " << r.count(Outcome::holds) << " equal, "
     << r.count(Outcome::fails) << " different, " << r.count(Outcome::inconclusive)
     << " inconclusive</p>";
   s << "<table id=\"quantities\"><thead><tr><th>outcome</th><th>quantity</th><th>shape</th>"

@@ -190,7 +190,8 @@ JunitSuite equiv_junit(const EquivReport& r) {
     const ErrorStats& e = q.stats;
     std::string text = "max abs " + sci(e.max_abs) + ", max rel " + sci(e.max_rel) + ", p99 abs " +
                        sci(e.p99_abs) + ", bound " + sci(e.bound) + ", " + std::to_string(e.bits) +
-                       " bits, " + std::to_string(e.elements) + " elements";
+                       " bits, " + std::to_string(e.elements) + " elements; weight storage "
+                       "allowance " + r.weight_storage;
     if (!q.detail.empty()) text = q.detail + "\n" + text;
     if (q.worst)
       text += "\nworst on trial " + std::to_string(q.worst->trial) + " (run seed " +

@@ -58,6 +58,8 @@ for f in "$D"/*.onnx; do
     # shellcheck disable=SC2046
     run "equiv $m and its $op fold" 0 "$LNV" equiv "$f" "$T/$m.$op.onnx" $(dims_of "$f") --trials 1
     has "$m, $op fold: equal" "^result: equal"
+    has "$m, $op fold: allowed what float32 storage of the centered weights can cause" \
+      "^  weight storage allowance: 24 bits \(the float32 storage of the weights that differ\); measured: 16 × the largest change of 2 random 2\^-24 perturbations"
   done
 done
 # Every export's training fold (`fold --mode training -o F.onnx`, each --rms-op the opset
@@ -104,6 +106,70 @@ for folded in sorted(glob.glob(os.path.join(tmp, "*.train.*.onnx"))):
 print("training folds: checked, initializers byte-identical, every parameter kept")
 PY
 has "training folds: ONNX full checker, initializers byte-identical" "^training folds: checked"
+
+# --- wrong folds between float32 files: the measured allowance is small enough to see them -
+# GPT-2's decomposed fold with the embedding table uncentered again (one centered producer
+# left out), with one element of a centered MLP weight scaled by 1 + 1e-3, and with one
+# element of a centered bias shifted by 1e-4: each is different.
+GF="$T/gpt2_tiny_opset17.decomposed.onnx"
+/usr/bin/python3 - "$D/gpt2_tiny_opset17.onnx" "$GF" "$T" > "$T/out" 2>&1 <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+orig = {t.name: numpy_helper.to_array(t) for t in onnx.load(sys.argv[1]).graph.initializer}
+def variant(out, name, change):
+    m = onnx.load(sys.argv[2])
+    t = next(t for t in m.graph.initializer if t.name == name)
+    assert not np.array_equal(numpy_helper.to_array(t), orig[name]), name + " is not centered"
+    t.CopyFrom(numpy_helper.from_array(change(numpy_helper.to_array(t).copy()).astype(np.float32), name))
+    onnx.save(m, f"{sys.argv[3]}/{out}.onnx")
+def scale(v): v.flat[3] *= np.float32(1 + 1e-3); return v
+def shift(v): v.flat[3] += np.float32(1e-4); return v
+variant("gpt2_left_out", "wte.weight", lambda v: orig["wte.weight"])
+variant("gpt2_rel1e-3", "onnx::MatMul_409", scale)
+variant("gpt2_bias1e-4", "h.0.mlp.2.bias", shift)
+print("variants written")
+PY
+has "wrong float32 folds of GPT-2 written" "^variants written$"
+for v in left_out rel1e-3 bias1e-4; do
+  run "GPT-2 and its ONNX fold with $v: different" 1 "$LNV" equiv "$D/gpt2_tiny_opset17.onnx" \
+    "$T/gpt2_$v.onnx" --dim batch=2 --dim seq=8 --trials 1
+  has "$v: above the measured allowance" "and above the bound for rounded weights \([0-9.e+-]+ = 16 × the measured [0-9.e+-]+ \+ the rounding bound\)"
+done
+
+# --- the allowance by the files' float type: exports of a one-linear model -----------------
+# (no norm, so the 24-bit allowance stays below the outputs' size): float32 files whose W
+# is one float32 step apart are equal up to weight storage, W negated is different; float64
+# files one double step apart are allowed it at 53 bits.
+python3 - "$T" <<'EOF'
+import json, sys
+d = sys.argv[1]
+w = [0.75, -1.5, 0.5, 1.25, -0.25, 1.0, -1.75, 0.5, 1.5, 0.25, -0.5, -1.0, -1.25, 0.75, 1.0, 0.25]
+for name, v in {"lin": w, "lin_step32": [w[0] + 2.0**-24] + w[1:],
+                "lin_step64": [w[0] + 2.0**-53] + w[1:], "lin_neg": [-x for x in w]}.items():
+    json.dump({"format": "lnverify.model", "version": 1, "name": "one_linear", "seed": 1,
+               "inputs": [{"name": "x", "shape": [2, 4]}],
+               "params": [{"name": "W", "shape": [4, 4], "data": v}],
+               "nodes": [{"name": "fc", "op": "linear", "inputs": ["x"], "weight": "W"}],
+               "outputs": ["fc"]}, open(f"{d}/{name}.json", "w"))
+EOF
+for m in lin lin_step32 lin_neg; do run "export $m float32" 0 "$LNV" export "$T/$m.json" -o "$T/$m.f32.onnx"; done
+for m in lin lin_step64; do run "export $m float64" 0 "$LNV" export "$T/$m.json" --dtype float64 -o "$T/$m.f64.onnx"; done
+run "float32 files one float32 step apart: equal up to weight storage" 0 "$LNV" equiv \
+  "$T/lin.f32.onnx" "$T/lin_step32.f32.onnx" --json "$T/lin32.json"
+has "float32 pair: the 24-bit allowance" "^  weight storage allowance: 24 bits \(the float32 storage"
+has "float32 pair: up to weight storage" "equal up to weight storage"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['weight_bits']==24, r['weight_bits']; print('ok')" "$T/lin32.json" > "$T/out" 2>&1
+has "float32 pair: weight_bits 24 in the JSON report" "^ok$"
+run "the same pair held to double storage (--weight-bits 53): different" 1 "$LNV" equiv \
+  "$T/lin.f32.onnx" "$T/lin_step32.f32.onnx" --weight-bits 53
+has "--weight-bits 53: said" "^  weight storage allowance: 53 bits \(--weight-bits\)"
+run "float32 files with W negated: different" 1 "$LNV" equiv "$T/lin.f32.onnx" "$T/lin_neg.f32.onnx"
+has "genuine difference: above the 24-bit allowance" "and above the bound for rounded weights"
+run "float64 files one double step apart: equal up to weight storage at 53 bits" 0 "$LNV" equiv \
+  "$T/lin.f64.onnx" "$T/lin_step64.f64.onnx"
+has "float64 pair: the 53-bit allowance" "^  weight storage allowance: 53 bits \(the double storage"
 run "opset spellings: exactly equal, with JSON" 0 "$LNV" equiv "$D/vit_tiny_opset14.onnx" \
   "$D/vit_tiny_opset17.onnx" --dim batch=2 --trials 1 --json "$T/vit.json"
 has "ViT spellings: the output, differences 0" "^  equal  output '/heads/head/Gemm'  max abs 0 rel 0"
