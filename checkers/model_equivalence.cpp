@@ -441,6 +441,14 @@ class Runner {
       const uint64_t seed = opt_.seed + static_cast<uint64_t>(k);
       const eval::RunOptions ro{opt_.mode, seed};
       const std::vector<Tensor<Mpfr>> in_a = eval::random_inputs<Mpfr>(a_, seed);
+      // The same loss as measure(): B's outputs get the cotangents of the A outputs they pair with.
+      std::vector<Tensor<Mpfr>> ra, rb;
+      if (opt_.grad) {
+        ra = eval::loss_cotangents<Mpfr>(a_, seed);
+        rb.resize(b_.outputs.size());
+        for (const Quantity& q : quantities_)
+          if (!q.gradient) rb[q.b] = ra[q.a];
+      }
       for (const bool is_a : {true, false}) {
         const Graph& g = is_a ? a_ : b_;
         const std::vector<size_t>& differing = is_a ? diff_a_ : diff_b_;
@@ -455,11 +463,11 @@ class Runner {
           }
           const eval::Evaluation<Mpfr> ev = eval::evaluate_with_params(g, inputs, perturbed, ro);
           std::optional<eval::Gradients<Mpfr>> gr;
-          if (opt_.grad) gr = eval::gradients(g, ev, ro);
+          if (opt_.grad) gr = eval::gradients(g, ev, ro, is_a ? ra : rb);
           for (size_t i = 0; i < quantities_.size(); ++i) {
             const Quantity& q = quantities_[i];
             const int at = is_a ? q.a : q.b;
-            const Tensor<Mpfr>& t = q.gradient ? gr->inputs[at] : ev.outputs[at];
+            const Tensor<Mpfr>& t = !q.gradient ? ev.outputs[at] : q.param ? gr->params[at] : gr->inputs[at];
             for (int64_t e = 0; e < t.size(); ++e) {
               const double d = to_double(Mpfr(abs(t.data[e] - base[i].data[e])));
               if (std::isfinite(d)) s[i] = std::max(s[i], d);
