@@ -18,6 +18,7 @@
 #include "core/model_json.h"
 #include "core/safetensors.h"
 #include "generators/architectures.h"
+#include "tests/progress_steps.h"
 
 namespace lnv {
 namespace {
@@ -170,30 +171,8 @@ void check_fold(Fixture& f, SafetensorsDType dtype) {
   for (const Node& n : back.nodes) EXPECT_NE(n.op, Op::layer_norm) << n.name;
 }
 
-// One report of a ProgressFn.
-struct Step {
-  std::string phase, unit;
-  uint64_t done, total;
-};
-
-// The steps in the order first heard; each counted one moves forward and ends at its total.
-std::vector<std::string> check_steps(const std::vector<Step>& heard) {
-  std::vector<std::string> order;
-  std::map<std::string, Step> last;
-  for (const Step& s : heard) {
-    if (order.empty() || order.back() != s.phase) {
-      EXPECT_EQ(std::count(order.begin(), order.end(), s.phase), 0) << s.phase << " heard again";
-      order.push_back(s.phase);
-    } else {
-      EXPECT_GE(s.done, last[s.phase].done) << s.phase;
-      EXPECT_EQ(s.total, last[s.phase].total) << s.phase;
-    }
-    EXPECT_LE(s.done, s.total) << s.phase;
-    last[s.phase] = s;
-  }
-  for (const auto& [phase, s] : last) EXPECT_EQ(s.done, s.total) << phase << " did not end";
-  return order;
-}
+using lnv::test::Step;
+using lnv::test::check_steps;
 
 TEST(FoldSideFile, SavingReportsItsSteps) {
   Fixture f("steps");

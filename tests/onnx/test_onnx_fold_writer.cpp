@@ -28,6 +28,7 @@
 #include "onnx/constant_fold.h"
 #include "onnx/fold_writer.h"
 #include "onnx/import.h"
+#include "tests/progress_steps.h"
 
 namespace fs = std::filesystem;
 namespace ox = ::onnx;
@@ -812,30 +813,8 @@ TEST(HandMade, ExternalDataStaysAndCenteredTensorsGoToTheSideFile) {
   }
 }
 
-// One report of a ProgressFn.
-struct Step {
-  std::string phase;
-  uint64_t done, total;
-};
-
-// The steps in the order first heard; each counted one moves forward and ends at its total.
-std::vector<std::string> check_steps(const std::vector<Step>& heard) {
-  std::vector<std::string> order;
-  std::map<std::string, Step> last;
-  for (const Step& s : heard) {
-    if (order.empty() || order.back() != s.phase) {
-      EXPECT_EQ(std::count(order.begin(), order.end(), s.phase), 0) << s.phase << " heard again";
-      order.push_back(s.phase);
-    } else {
-      EXPECT_GE(s.done, last[s.phase].done) << s.phase;
-      EXPECT_EQ(s.total, last[s.phase].total) << s.phase;
-    }
-    EXPECT_LE(s.done, s.total) << s.phase;
-    last[s.phase] = s;
-  }
-  for (const auto& [phase, s] : last) EXPECT_EQ(s.done, s.total) << phase << " did not end";
-  return order;
-}
+using lnv::test::Step;
+using lnv::test::check_steps;
 
 // The importer and the writer tell their steps, counted by what they walk.
 TEST(HandMade, ImportAndWriteReportTheirSteps) {
@@ -843,7 +822,7 @@ TEST(HandMade, ImportAndWriteReportTheirSteps) {
   const std::string data = write_external_mlp(dir);
   std::vector<Step> heard;
   const lnv::ProgressFn listen = [&](std::string_view phase, std::string_view, uint64_t done,
-                                     uint64_t total) { heard.push_back({std::string(phase), done, total}); };
+                                     uint64_t total) { heard.push_back({std::string(phase), "", done, total}); };
   const lnv::Graph g = import_onnx(dir / "mlp.onnx", {{"batch", 2}}, false, listen);
   EXPECT_EQ(check_steps(heard), (std::vector<std::string>{"parse model", "check model", "infer shapes",
                                                           "decode model", "fold constants",
