@@ -619,7 +619,9 @@ class FoldWriter {
                           const std::map<std::string, Centering>& centering) {
     std::set<std::string> params;
     for (const auto& [s, p] : slots) params.insert(p);
-    bool every_reader = true;
+    // A folded norm's nodes are removed, but its replacement reads a param the fold left
+    // unchanged under the stored name (norm_param): such a value is not centered in place.
+    bool every_reader = !read_as_stored_by_a_norm(value);
     for (const Slot& s : readers_.at(value))
       if (!removed_by_norm(s.node)) every_reader = every_reader && slots.count(s);
     if (training()) {
@@ -833,6 +835,18 @@ class FoldWriter {
   // --- norms ---------------------------------------------------------------------------
 
   bool removed_by_norm(int node) const { return norm_nodes_.count(node) != 0; }
+
+  // Whether a folded norm's RMSNorm reads initializer `value` as stored: its weight or bias,
+  // unchanged by the fold (norm_param).
+  bool read_as_stored_by_a_norm(const std::string& value) const {
+    for (const std::string& norm : folded_norms_) {
+      const lnv::Node& fn = f_.nodes[f_.node_index(norm)];
+      for (const std::string* p : {&fn.weight, &fn.bias})
+        if (!p->empty() && file_name(*p) == value && !change_of(f_.params[f_.param_index(*p)]))
+          return true;
+    }
+    return false;
+  }
   std::set<int> norm_nodes_;  // filled before center_params by collect_norm_nodes
 
   int node_by_label(const std::string& label) const {

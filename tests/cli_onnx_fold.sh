@@ -76,4 +76,36 @@ has "opset 11: names the ops" "defined differently: Softmax"
 absent "opset 11: nothing written" "$T/g.onnx"
 run "fold of model.json to .onnx" 2 "$LNV" fold "$ROOT/examples/gpt2_tiny.json" -o "$T/e.onnx"
 has "model.json to .onnx: says why" "needs an ONNX model"
+# An initializer the LayerNorm reads as its weight (or bias) that is also the bias of the
+# producer the fold centers: the producer's bias is centered in a copy, the norm keeps the
+# stored values, and each fold (inference, training) is equal to its source.
+/usr/bin/python3 - "$T" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import helper as h, numpy_helper, TensorProto as TP
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(a, n)
+inits = [t("w", rng.standard_normal((8, 16)).astype(np.float32)),
+         t("g", (1 + 0.1 * rng.standard_normal(16)).astype(np.float32)),
+         t("b", (0.1 * rng.standard_normal(16)).astype(np.float32))]
+for shared in ("g", "b"):
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="proj"),
+             h.make_node("Add", ["m", shared], ["a"], name="proj_bias"),
+             h.make_node("LayerNormalization", ["a", "g", "b"], ["y"], name="ln", axis=-1, epsilon=1e-5)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2, 16])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]),
+              os.path.join(sys.argv[1], f"shared_{shared}.onnx"))
+PY
+for shared in g b; do
+  for mode in inference training; do
+    run "norm's $shared shared with the producer's bias: $mode fold" 0 \
+      "$LNV" fold "$T/shared_$shared.onnx" -o "$T/shared_${shared}_$mode.onnx" --mode "$mode"
+    run "norm's $shared shared with the producer's bias: the $mode fold is equal" 0 \
+      "$LNV" equiv "$T/shared_$shared.onnx" "$T/shared_${shared}_$mode.onnx" --mode "$mode"
+    has "norm's $shared shared, $mode: equal" "result: equal"
+  done
+done
+
 finish
