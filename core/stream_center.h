@@ -21,12 +21,14 @@ namespace lnv {
 // same order (fiber sums in row-major order, then value - sum / size), so the result equals
 // centering the whole tensor in memory; it reads the data twice. `In` is the element type
 // the chunks are read as (float for float32 data, widened in the arithmetic; double
-// otherwise). `what` names the tensor in internal errors.
+// otherwise). `what` names the tensor in internal errors. `chunk_values` (at least 1) is
+// how many values are in memory at a time; the result does not depend on it.
 template <class In, class Out, class Read, class Append>
 void stream_centered(const Shape& s, const Axes& center_axes, uint64_t count, Read&& read,
-                     Append&& append, const std::string& what) {
-  constexpr uint64_t kChunk = uint64_t{1} << 17;  // values per chunk (0.5 or 1 MB)
-  std::vector<In> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(count, 1)));
+                     Append&& append, const std::string& what,
+                     uint64_t chunk_values = uint64_t{1} << 17 /* 0.5 or 1 MB */) {
+  LNV_INTERNAL_ASSERT(chunk_values >= 1, "streaming " + what + " in empty chunks");
+  std::vector<In> chunk(std::min<uint64_t>(chunk_values, std::max<uint64_t>(count, 1)));
   auto for_each_chunk = [&](auto&& visit) {
     for (uint64_t done = 0; done < count;) {
       const uint64_t n = std::min<uint64_t>(chunk.size(), count - done);

@@ -619,7 +619,9 @@ class FoldWriter {
                           const std::map<std::string, Centering>& centering) {
     std::set<std::string> params;
     for (const auto& [s, p] : slots) params.insert(p);
-    bool every_reader = true;
+    // A folded norm's nodes are removed, but its replacement reads a param the fold left
+    // unchanged under the stored name (norm_param): such a value is not centered in place.
+    bool every_reader = !read_as_stored_by_a_norm(value);
     for (const Slot& s : readers_.at(value))
       if (!removed_by_norm(s.node)) every_reader = every_reader && slots.count(s);
     if (training()) {
@@ -833,6 +835,18 @@ class FoldWriter {
   // --- norms ---------------------------------------------------------------------------
 
   bool removed_by_norm(int node) const { return norm_nodes_.count(node) != 0; }
+
+  // Whether a folded norm's RMSNorm reads initializer `value` as stored: its weight or bias,
+  // unchanged by the fold (norm_param).
+  bool read_as_stored_by_a_norm(const std::string& value) const {
+    for (const std::string& norm : folded_norms_) {
+      const lnv::Node& fn = f_.nodes[f_.node_index(norm)];
+      for (const std::string* p : {&fn.weight, &fn.bias})
+        if (!p->empty() && file_name(*p) == value && !change_of(f_.params[f_.param_index(*p)]))
+          return true;
+    }
+    return false;
+  }
   std::set<int> norm_nodes_;  // filled before center_params by collect_norm_nodes
 
   int node_by_label(const std::string& label) const {
@@ -1022,10 +1036,26 @@ class FoldWriter {
       // Pow(x, 2), not Mul(x, x): ONNX Runtime's SimplifiedLayerNormFusion matches
       // Pow -> ReduceMean -> Add -> Sqrt -> Div(x, .) -> Mul(scale) and runs one fused
       // kernel (docs/onnx.md, "Which --rms-op").
+      // A half-precision norm takes its mean square in float32 (as LayerNormalization's
+      // stash_type 1 does): epsilon keeps its float value, which float16 cannot hold
+      // (1e-5f would be stored as 1.0014e-5), and x^2 cannot overflow.
+      const bool half = type == ox::TensorProto::FLOAT16 || type == ox::TensorProto::BFLOAT16;
+      const int32_t stat = half ? int32_t(ox::TensorProto::FLOAT) : type;
+      auto cast = [&](const std::string& in, int32_t to) {
+        const std::string o = value("Cast");
+        ox::NodeProto c = make_node(base, "Cast", {in}, o);
+        auto* a = c.add_attribute();
+        a->set_name("to");
+        a->set_type(ox::AttributeProto::INT);
+        a->set_i(to);
+        out.push_back(c);
+        return o;
+      };
+      const std::string xs = half ? cast(x, stat) : x;
       const std::string sq = value("Pow"), ms = value("ReduceMean"), ve = value("Add"),
                         sd = value("Sqrt");
       const std::string scaled = weight ? value("Div") : normed;
-      out.push_back(make_node(base, "Pow", {x, float_initializer(base + "/two", {}, {2.0}, type)}, sq));
+      out.push_back(make_node(base, "Pow", {xs, float_initializer(base + "/two", {}, {2.0}, stat)}, sq));
       ox::NodeProto mean = make_node(base, "ReduceMean", {sq}, ms);
       if (default_opset() >= 18) {
         mean.add_input(int64_initializer(base + "/axes", axes));
@@ -1040,9 +1070,9 @@ class FoldWriter {
       keep->set_type(ox::AttributeProto::INT);
       keep->set_i(1);
       out.push_back(mean);
-      out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, type)}, ve));
+      out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, stat)}, ve));
       out.push_back(make_node(base, "Sqrt", {ve}, sd));
-      out.push_back(make_node(base, "Div", {x, sd}, scaled));
+      out.push_back(make_node(base, "Div", {x, half ? cast(sd, type) : sd}, scaled));
       if (weight) out.push_back(make_node(base, "Mul", {scaled, norm_param(base, "weight", *weight, type, at)}, normed));
     } else {
       if (!weight)

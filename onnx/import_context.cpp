@@ -103,7 +103,8 @@ bool Importer::used(const onnx_import::Node& n, size_t output) const {
 
 double Importer::attr_f(const onnx_import::Node& n, const std::string& a, double dflt) const {
   const Attribute* at = n.attr(a);
-  return at ? (at->kind == AttrKind::Int ? static_cast<double>(at->i) : at->f) : dflt;
+  return at ? (at->kind == AttrKind::Int ? static_cast<double>(at->i) : at->f)
+            : static_cast<double>(static_cast<float>(dflt));
 }
 
 int64_t Importer::attr_i(const onnx_import::Node& n, const std::string& a, int64_t dflt) const {

@@ -45,6 +45,8 @@ class Importer {
   bool is_graph_output(const std::string& v) const { return graph_outputs_.count(v) != 0; }
   bool used(const onnx_import::Node& n, size_t output) const;  // read by a node or an output
 
+  // A float attribute, or `dflt` when absent, rounded to float as the attribute would hold
+  // it (ONNX's float attributes and their defaults are 32-bit: epsilon 1e-5 is 1e-5f).
   double attr_f(const onnx_import::Node& n, const std::string& a, double dflt) const;
   int64_t attr_i(const onnx_import::Node& n, const std::string& a, int64_t dflt) const;
   std::string attr_s(const onnx_import::Node& n, const std::string& a, const std::string& dflt) const;

@@ -76,4 +76,52 @@ has "opset 11: names the ops" "defined differently: Softmax"
 absent "opset 11: nothing written" "$T/g.onnx"
 run "fold of model.json to .onnx" 2 "$LNV" fold "$ROOT/examples/gpt2_tiny.json" -o "$T/e.onnx"
 has "model.json to .onnx: says why" "needs an ONNX model"
+# An initializer the LayerNorm reads as its weight (or bias) that is also the bias of the
+# producer the fold centers: the producer's bias is centered in a copy, the norm keeps the
+# stored values, and each fold (inference, training) is equal to its source.
+/usr/bin/python3 - "$T" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import helper as h, numpy_helper, TensorProto as TP
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(a, n)
+inits = [t("w", rng.standard_normal((8, 16)).astype(np.float32)),
+         t("g", (1 + 0.1 * rng.standard_normal(16)).astype(np.float32)),
+         t("b", (0.1 * rng.standard_normal(16)).astype(np.float32))]
+for shared in ("g", "b"):
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="proj"),
+             h.make_node("Add", ["m", shared], ["a"], name="proj_bias"),
+             h.make_node("LayerNormalization", ["a", "g", "b"], ["y"], name="ln", axis=-1, epsilon=1e-5)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [2, 16])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]),
+              os.path.join(sys.argv[1], f"shared_{shared}.onnx"))
+# A float16 model: LayerNormalization's epsilon is a float attribute (1e-5f), which float16
+# cannot hold (it would store 1.0014e-5).
+nodes = [h.make_node("MatMul", ["x", "w"], ["a"], name="proj"),
+         h.make_node("LayerNormalization", ["a", "g", "b"], ["y"], name="ln", axis=-1, epsilon=1e-5)]
+g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT16, [2, 8])],
+                 [h.make_tensor_value_info("y", TP.FLOAT16, [2, 16])],
+                 [t(i.name, numpy_helper.to_array(i).astype(np.float16)) for i in inits])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(sys.argv[1], "half.onnx"))
+PY
+for shared in g b; do
+  for mode in inference training; do
+    run "norm's $shared shared with the producer's bias: $mode fold" 0 \
+      "$LNV" fold "$T/shared_$shared.onnx" -o "$T/shared_${shared}_$mode.onnx" --mode "$mode"
+    run "norm's $shared shared with the producer's bias: the $mode fold is equal" 0 \
+      "$LNV" equiv "$T/shared_$shared.onnx" "$T/shared_${shared}_$mode.onnx" --mode "$mode"
+    has "norm's $shared shared, $mode: equal" "result: equal"
+  done
+done
+# The training fold of a float16 model stores the same weights, so it gets no allowance:
+# the decomposed RMSNorm must keep epsilon 1e-5f (computed in float32, cast back).
+run "float16 model: training fold" 0 "$LNV" fold "$T/half.onnx" -o "$T/half_t.onnx" --mode training
+run "float16 model: the training fold is equal, gradients too" 0 \
+  "$LNV" equiv "$T/half.onnx" "$T/half_t.onnx" --mode training --grad --grad-params
+has "float16 model: no allowance" "none \(A and B store the same weights\)"
+run "float16 model: the inference fold checks" 0 "$LNV" fold "$T/half.onnx" -o "$T/half_i.onnx"
+run "float16 model: the inference fold is equal" 0 "$LNV" equiv "$T/half.onnx" "$T/half_i.onnx"
+
 finish

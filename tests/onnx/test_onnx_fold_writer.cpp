@@ -851,6 +851,37 @@ TEST(HandMade, ImportAndWriteReportTheirSteps) {
   }
 }
 
+// External data cut short after the import (which checked it) while the writer streams
+// it: a ModelError naming the initializer, and nothing written beside the input or
+// elsewhere.
+TEST(HandMade, ExternalDataCutShortWhileStreamingWritesNothing) {
+  const fs::path dir = temp_dir("cut_short");
+  const std::string data = write_external_mlp(dir);
+  const DimBindings dims{{"batch", 2}};
+  lnv::Graph lazy = import_onnx(dir / "mlp.onnx", dims, /*defer_values=*/true);
+  const lnv::FoldPlan plan = lnv::detect_foldable(lazy, lnv::Mode::inference);
+  ASSERT_FALSE(plan.fold.empty());
+  const ImportedParams params = imported_params(lazy);
+  const lnv::Graph folded = lnv::apply_fold(std::move(lazy), plan);
+  fs::resize_file(dir / "mlp.bin", data.size() / 2);
+  FoldWriteOptions options;
+  options.sync = false;
+  fs::create_directories(dir / "elsewhere");
+  for (const fs::path& out : {dir / "o.onnx", dir / "elsewhere" / "o.onnx"}) {
+    SCOPED_TRACE(out.string());
+    try {
+      write_folded_onnx(dir / "mlp.onnx", params, folded, plan.fold, out, options);
+      ADD_FAILURE() << "written";
+    } catch (const lnv::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find("initializer '"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_empty(dir / "elsewhere"));
+  std::set<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.insert(entry.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{"mlp.onnx", "mlp.bin", "elsewhere"}));
+}
+
 // Refusals leave nothing behind.
 TEST(HandMade, RefusalsWriteNothing) {
   const fs::path dir = temp_dir("refuse");

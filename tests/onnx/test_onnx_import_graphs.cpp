@@ -243,6 +243,16 @@ TEST(OnnxImportNorms, LayerNormalizationOp) {
   expect_norm(b, lnv::Op::layer_norm, 1, true, static_cast<double>(1e-6f));
 }
 
+// Without the attribute, epsilon is ONNX's default, a float attribute: the float nearest
+// 1e-5 (as ONNX Runtime and a folded model's float initializer hold it), not the double.
+TEST(OnnxImportNorms, LayerNormalizationDefaultEpsilonIsAFloat) {
+  Builder b(17);
+  b.weights();
+  b.node("/ln/LayerNormalization", "LayerNormalization", {"x", "weight", "bias"}, {"y"});
+  b.output("y");
+  expect_norm(b, lnv::Op::layer_norm, 1, true, static_cast<double>(1e-5f));
+}
+
 void rms_decomposed(Builder& b, bool reciprocal, bool mul_square) {
   b.scalar("two", 2.0);
   b.scalar("eps", 1e-6);
