@@ -42,14 +42,6 @@ std::chrono::milliseconds step_delay() {
   return std::chrono::milliseconds(500);
 }
 
-std::string seconds_text(double s) {
-  char buf[32];
-  if (s < 90) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 5400) std::snprintf(buf, sizeof buf, "%.0fm%02.0fs", s / 60 - 0.5, s - 60 * int(s / 60));
-  else std::snprintf(buf, sizeof buf, "%.1fh", s / 3600);
-  return buf;
-}
-
 }  // namespace
 
 Verbosity& verbosity() {
@@ -101,7 +93,7 @@ void Progress::update(int64_t done, int64_t total) {
   std::snprintf(line, sizeof line, "\r%s [%s] %s/%s %s  %s/s  ETA %s\033[K", what_.c_str(),
                 bar.c_str(), count_text(double(done)).c_str(), count_text(double(total)).c_str(),
                 unit_.c_str(), rate_text(rate).c_str(),
-                rate > 0 ? seconds_text(double(total - done) / rate).c_str() : "?");
+                rate > 0 ? report::duration_text(double(total - done) / rate).c_str() : "?");
   std::cerr << line << std::flush;
   shown_ = true;
 }

@@ -1,6 +1,9 @@
 #include "reports/text_style.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 namespace lnv::report {
 namespace {
@@ -45,6 +48,18 @@ std::string pad_painted(std::string_view text, size_t width, Tone tone, const Pa
   const size_t w = display_width(text);
   return (paint ? paint(text, tone) : std::string(text)) +
          (w >= width ? "" : std::string(width - w, ' '));
+}
+
+std::string duration_text(double seconds) {
+  char buf[32];
+  if (!(seconds < 5400)) {
+    std::snprintf(buf, sizeof buf, "%.1fh", seconds / 3600);
+    return buf;
+  }
+  const long whole = std::lround(std::max(seconds, 0.0));
+  if (whole < 90) std::snprintf(buf, sizeof buf, "%lds", whole);
+  else std::snprintf(buf, sizeof buf, "%ldm%02lds", whole / 60, whole % 60);
+  return buf;
 }
 
 }  // namespace lnv::report

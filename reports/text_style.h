@@ -30,4 +30,8 @@ std::string pad(std::string_view text, size_t width);
 // pad, then paint only the text (the padding stays outside the colour codes).
 std::string pad_painted(std::string_view text, size_t width, Tone tone, const Paint& paint);
 
+// A duration for a progress bar's ETA: "42s" under 90 s, "3m07s" under 90 minutes (whole
+// seconds rounded once, so never "1m60s"), else hours with one decimal ("2.5h").
+std::string duration_text(double seconds);
+
 }  // namespace lnv::report

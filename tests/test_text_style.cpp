@@ -33,5 +33,17 @@ TEST(TextStyle, PaintWrapsTheTextNotThePadding) {
   EXPECT_EQ(pad_painted("no", 4, Tone::bad, no_paint), "no  ");
 }
 
+TEST(TextStyle, DurationRoundsOnceSoSecondsNeverReachSixty) {
+  EXPECT_EQ(duration_text(0.4), "0s");
+  EXPECT_EQ(duration_text(89.4), "89s");
+  EXPECT_EQ(duration_text(89.6), "1m30s");
+  EXPECT_EQ(duration_text(119.7), "2m00s");  // not "1m60s"
+  EXPECT_EQ(duration_text(179.6), "3m00s");  // not "2m60s"
+  EXPECT_EQ(duration_text(187), "3m07s");
+  EXPECT_EQ(duration_text(5399.4), "89m59s");
+  EXPECT_EQ(duration_text(9000), "2.5h");
+  EXPECT_EQ(duration_text(-3), "0s");
+}
+
 }  // namespace
 }  // namespace lnv::report
