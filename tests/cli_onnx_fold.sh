@@ -123,5 +123,45 @@ run "float16 model: the training fold is equal, gradients too" 0 \
 has "float16 model: no allowance" "none \(A and B store the same weights\)"
 run "float16 model: the inference fold checks" 0 "$LNV" fold "$T/half.onnx" -o "$T/half_i.onnx"
 run "float16 model: the inference fold is equal" 0 "$LNV" equiv "$T/half.onnx" "$T/half_i.onnx"
+# ONNX Runtime runs the float16 model and both folds on one float16 input; each output is
+# held to a float64 evaluation of the original (numpy, from the stored float16 weights):
+# a fold within 4 times the original's own float16 noise (or 4 float16 units of the
+# largest output), every row's argmax the same.
+ORT_NODE="${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}/node_modules/onnxruntime-node"
+if command -v node > /dev/null && [ -d "$ORT_NODE" ]; then
+  /usr/bin/python3 -c "
+import numpy as np, onnx
+from onnx import numpy_helper
+x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float16)
+open('$T/half_x.pb', 'wb').write(numpy_helper.from_array(x, 'x').SerializeToString())"
+  for f in half half_i half_t; do
+    run "float16 model: ONNX Runtime runs $f.onnx" 0 node "$ROOT/tools/ort_run.js" "$T/$f.onnx" "$T/ort_$f" "$T/half_x.pb"
+  done
+  /usr/bin/python3 - "$T" > "$T/out" 2>&1 <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+m = onnx.load(f"{d}/half.onnx")
+w = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in m.graph.initializer}
+x = numpy_helper.to_array(onnx.load_tensor(f"{d}/half_x.pb")).astype(np.float64)
+a = x @ w["w"]
+n = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + np.float64(np.float32(1e-5)))
+ref = n * w["g"] + w["b"]
+out = {f: numpy_helper.to_array(onnx.load_tensor(f"{d}/ort_{f}/output_0.pb")) for f in ("half", "half_i", "half_t")}
+assert all(o.dtype == np.float16 for o in out.values()), {f: o.dtype for f, o in out.items()}
+noise = max(np.abs(out["half"].astype(np.float64) - ref).max(), np.abs(ref).max() * 2.0**-10)
+for f in ("half_i", "half_t"):
+    diff = np.abs(out[f].astype(np.float64) - ref).max()
+    print(f"{f}: max |ORT - f64| {diff:.3g}, original's {noise:.3g}")
+    assert diff <= 4 * noise, f
+    assert (out[f].argmax(-1) == ref.argmax(-1)).all(), f
+print("float16 folds in ORT: within the original's float16 noise")
+PY
+  has "float16 model: both folds in ONNX Runtime within the original's float16 noise" "^float16 folds in ORT: within"
+else
+  echo "skip  float16 folds in ONNX Runtime: node or onnxruntime-node missing (bash scripts/setup.sh)"
+fi
 
 finish

@@ -10,7 +10,7 @@
 //
 // Inputs are fed to the model's inputs in order (or by the TensorProto's name, when it
 // names one of them); output k is written to OUT_DIR/output_<k>.pb, named as the graph
-// output, float32 as raw little-endian data. onnxruntime-node is required from
+// output, in its own type (float32, float16, ...) as raw little-endian data. onnxruntime-node is required from
 // ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}/node_modules (scripts/setup.sh).
 // Exit 2 with a message on bad arguments or a missing runtime; ORT's own errors exit 1.
 'use strict';
@@ -25,7 +25,7 @@ function fail(message) {
 
 // --- TensorProto: the fields used here (onnx.proto: dims 1, data_type 2, float_data 4,
 // int32_data 5, int64_data 7, name 8, raw_data 9, double_data 10) --------------------------
-const FLOAT = 1, INT32 = 6, INT64 = 7, DOUBLE = 11;
+const FLOAT = 1, INT32 = 6, INT64 = 7, FLOAT16 = 10, DOUBLE = 11;
 
 function readVarint(buf, pos) {
   let value = 0n, shift = 0n;
@@ -96,8 +96,12 @@ function toOrtTensor(ort, t) {
       const data = raw ? new Int32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + 4 * n)) : Int32Array.from(t.ints.map(Number));
       return new ort.Tensor('int32', data, t.dims);
     }
+    case FLOAT16: {  // the IEEE half bits: raw, or one per int32_data entry
+      const data = raw ? new Uint16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + 2 * n)) : Uint16Array.from(t.ints.map(Number));
+      return new ort.Tensor('float16', data, t.dims);
+    }
     default:
-      throw new Error(`tensor '${t.name}': data type ${t.dataType} is not supported (float, double, int32, int64)`);
+      throw new Error(`tensor '${t.name}': data type ${t.dataType} is not supported (float, float16, double, int32, int64)`);
   }
 }
 
@@ -116,7 +120,7 @@ function varint(v) {
 function field(number, wire) { return varint((number << 3) | wire); }
 
 function encodeTensor(name, tensor) {
-  const types = { float32: [FLOAT, 4], float64: [DOUBLE, 8], int64: [INT64, 8], int32: [INT32, 4] };
+  const types = { float32: [FLOAT, 4], float16: [FLOAT16, 2], float64: [DOUBLE, 8], int64: [INT64, 8], int32: [INT32, 4] };
   if (!(tensor.type in types)) throw new Error(`output '${name}': type ${tensor.type} cannot be written`);
   const [dataType] = types[tensor.type];
   const data = tensor.data;
