@@ -199,6 +199,22 @@ def export(model, example, input_name, dynamic, path, opset):
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
 
 
+def export_external(model, vocab, out, name):
+    """`model` exported (opset 17, input_ids [batch, seq] below `vocab`) as out/NAME.onnx,
+    its tensors of 1 KiB or more in out/NAME.onnx.data: the real-size benchmark models."""
+    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, name + "_inline.onnx")
+    export(model, torch.randint(0, vocab, (1, 8)), "input_ids", {0: "batch", 1: "seq"}, tmp, 17)
+    m = onnx.load(tmp)
+    path = os.path.join(out, name + ".onnx")
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=name + ".onnx.data", size_threshold=1024)
+    os.remove(tmp)
+    print(f"{path}: {len(m.graph.node)} nodes, "
+          f"{os.path.getsize(path + '.data') / 1e6:.0f} MB of external data")
+
+
 def save_reference(model, example, folder):
     """PyTorch's own output for `example`, beside the exports, as ONNX's backend test data
     stores it (test_data_set_0/input_0.pb, output_0.pb): the import must reproduce it."""
