@@ -807,21 +807,8 @@ class FoldWriter {
     const std::string base = v + (remove ? "/zero" : "/center");
     const std::string mean = fresh(v + ".mean");
     const std::string out = fresh(v + (remove ? ".zero" : ".centered"));
-    ox::NodeProto reduce = make_node(base, "ReduceMean", {v}, mean);
-    if (!axes.empty() && default_opset() >= 18) {
-      reduce.add_input(int64_initializer(base + "/axes", {axes.begin(), axes.end()}));
-    } else if (!axes.empty()) {
-      auto* a = reduce.add_attribute();
-      a->set_name("axes");
-      a->set_type(ox::AttributeProto::INTS);
-      for (int64_t v : axes) a->add_ints(v);
-    }
-    auto* keep = reduce.add_attribute();
-    keep->set_name("keepdims");
-    keep->set_type(ox::AttributeProto::INT);
-    keep->set_i(1);
     auto& at = inserted_[before];
-    at.push_back(reduce);
+    at.push_back(reduce_mean(base, v, {axes.begin(), axes.end()}, mean));
     at.push_back(make_node(base, "Sub", {v, mean}, out));
     if (like.type().has_tensor_type()) {
       like.set_name(out);
@@ -935,6 +922,26 @@ class FoldWriter {
     n.set_op_type(op);
     for (auto& i : inputs) n.add_input(i);
     n.add_output(output);
+    return n;
+  }
+
+  // ReduceMean(input) over `axes` (all of them when empty), keepdims 1: the axes an
+  // attribute below opset 18, an int64 initializer input from 18.
+  ox::NodeProto reduce_mean(const std::string& base, const std::string& input,
+                            const std::vector<int64_t>& axes, const std::string& output) {
+    ox::NodeProto n = make_node(base, "ReduceMean", {input}, output);
+    if (!axes.empty() && default_opset() >= 18) {
+      n.add_input(int64_initializer(base + "/axes", axes));
+    } else if (!axes.empty()) {
+      auto* a = n.add_attribute();
+      a->set_name("axes");
+      a->set_type(ox::AttributeProto::INTS);
+      for (int64_t v : axes) a->add_ints(v);
+    }
+    auto* keep = n.add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(ox::AttributeProto::INT);
+    keep->set_i(1);
     return n;
   }
 
@@ -1056,20 +1063,7 @@ class FoldWriter {
                         sd = value("Sqrt");
       const std::string scaled = weight ? value("Div") : normed;
       out.push_back(make_node(base, "Pow", {xs, float_initializer(base + "/two", {}, {2.0}, stat)}, sq));
-      ox::NodeProto mean = make_node(base, "ReduceMean", {sq}, ms);
-      if (default_opset() >= 18) {
-        mean.add_input(int64_initializer(base + "/axes", axes));
-      } else {
-        auto* a = mean.add_attribute();
-        a->set_name("axes");
-        a->set_type(ox::AttributeProto::INTS);
-        for (int64_t v : axes) a->add_ints(v);
-      }
-      auto* keep = mean.add_attribute();
-      keep->set_name("keepdims");
-      keep->set_type(ox::AttributeProto::INT);
-      keep->set_i(1);
-      out.push_back(mean);
+      out.push_back(reduce_mean(base, sq, axes, ms));
       out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, stat)}, ve));
       out.push_back(make_node(base, "Sqrt", {ve}, sd));
       out.push_back(make_node(base, "Div", {x, half ? cast(sd, type) : sd}, scaled));
