@@ -18,21 +18,21 @@ ORT_VERSION=1.30.0
 ORT_DIR="${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}"
 WITH_TORCH="${LNV_WITH_TORCH:-ON}"
 
-# What building lnverify (CLI, tests' executables, LibTorch engine, ONNX reader, Python
-# module) and running the main job need.
+# What building lnverify (CLI, tests' executables, LibTorch engine, ONNX reader, the Python
+# package's module) and running the main job need.
 BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev
-  libonnx-dev libprotobuf-dev
+  libonnx-dev libprotobuf-dev pybind11-dev python3-dev
 )
 [ "$WITH_TORCH" = OFF ] || BUILD_PACKAGES+=(libtorch-dev libopenblas0-openmp)
 # What only the tests need: ONNX's backend test data, PyTorch to export real models and
-# run the Python package's tests, clang and libFuzzer for the sanitizer suite and the fuzz
+# run the Python package's tests (pytest), clang and libFuzzer for the sanitizer suite and the fuzz
 # targets, schema and XML validators, graphviz and Chromium for the HTML report, and node
 # and npm for ONNX Runtime.
 TEST_PACKAGES=(
-  libonnx-testdata python3-torch python3-torchvision python3-onnx
+  libonnx-testdata python3-torch python3-torchvision python3-onnx python3-pytest
   clang libfuzzer-14-dev libclang-rt-14-dev
   python3-jsonschema libxml2-utils graphviz chromium
 )
@@ -168,9 +168,15 @@ step_ort() {
   Only the tests need ONNX Runtime: 'bash scripts/setup.sh' without --tests does not."
   say "ONNX Runtime $ORT_VERSION from npm into $ORT_DIR (npm retries about a minute if its registry is unreachable)"
   mkdir -p "$ORT_DIR"
-  run "ONNX Runtime $ORT_VERSION from npm" "$hint" \
-    npm install --prefix "$ORT_DIR" --ignore-scripts --no-audit --no-fund --no-progress \
-    "onnxruntime-node@$ORT_VERSION"
+  local log="$LOG_DIR/step.log" cmd=(npm install --prefix "$ORT_DIR" --ignore-scripts --no-audit
+    --no-fund --no-progress "onnxruntime-node@$ORT_VERSION")
+  if ! "${cmd[@]}" >"$log" 2>&1; then
+    # npm's own words for a registry or proxy whose TLS certificate it does not trust.
+    grep -q -i -E 'certificate|CERT_|SSL|TLS' "$log" && hint="$hint
+  npm does not trust the TLS certificate of the registry or of a proxy in between: give it
+  the certificate authority with NODE_EXTRA_CA_CERTS=FILE or npm_config_cafile=FILE."
+    fail "ONNX Runtime $ORT_VERSION from npm" "$log" "$hint" "${cmd[@]}"
+  fi
   ort_present || fail "ONNX Runtime $ORT_VERSION from npm" "$LOG_DIR/step.log" "$hint" \
     "npm install (no $ORT_DIR/node_modules/onnxruntime-node/package.json afterwards)"
 }

@@ -20,6 +20,7 @@ has "  prints the command that failed" '^setup: the command was: npm install --p
 has "  shows npm's own error" 'ECONNREFUSED'
 has "  names the registry npm used" 'registry http://127\.0\.0\.1:9/'
 has "  says LNV_ORT_DIR can point to an existing install" 'LNV_ORT_DIR'
+lacks "  and no certificate advice for a refused connection" 'TLS certificate'
 absent "  installs nothing" "$ort/node_modules/onnxruntime-node/package.json"
 
 # --check changes nothing: with ONNX Runtime absent it says so and exits 1.
