@@ -261,7 +261,8 @@ class FoldWriter {
   using ByteSink = std::function<void(const char*, size_t)>;
   struct Streamed {
     uint64_t size = 0;
-    std::function<void(const ByteSink&)> emit;  // owns what it reads
+    std::function<void(const ByteSink&)> emit;  // owns what it reads; empty: a copy
+    int64_t offset = 0;  // a copy: of the input's bytes at offset .. offset + size
   };
   std::map<std::string, Streamed> streamed_;
 
@@ -532,7 +533,7 @@ class FoldWriter {
     t.clear_data_location();
     if (!uses_external_data() || (!was_external && nbytes < 1024)) {
       if (nbytes >= options_.stream_min_bytes) {
-        streamed_[t.name()] = {nbytes, emit};
+        streamed_[t.name()] = {nbytes, emit, 0};
         return;
       }
       std::string bytes;
@@ -1188,9 +1189,7 @@ class FoldWriter {
     for (auto& t : *mp_.mutable_graph()->mutable_initializer()) {
       if (!in_file(t)) continue;
       const StoredData& at = in_file_.at(t.name());
-      streamed_[t.name()] = {uint64_t(at.length), [from = source_, at](const ByteSink& sink) {
-                               copy_range(from, at.offset, uint64_t(at.length), sink);
-                             }};
+      streamed_[t.name()] = {uint64_t(at.length), {}, at.offset};
       t.clear_external_data();
       t.clear_data_location();
     }
@@ -1220,25 +1219,17 @@ class FoldWriter {
         continue;
       }
       const uint64_t before = done;
-      streamed_.at(p.tensor).emit(sink);
+      const Streamed& s = streamed_.at(p.tensor);
+      if (s.emit) {
+        s.emit(sink);
+      } else {
+        to.append_from(source_.string(), s.offset, s.size);
+        done += s.size;
+      }
       if (done - before != p.size)
         throw InternalError("write_folded_onnx: " + p.tensor + ": wrong byte count");
     }
     report_progress(options_.progress, "write model", "bytes", done, spliced.size);
-  }
-
-  // `length` bytes of `file` from `offset` to `sink`, a chunk at a time.
-  static void copy_range(const fs::path& file, int64_t offset, uint64_t length, const ByteSink& sink) {
-    std::ifstream in(file, std::ios::binary);
-    in.seekg(offset);
-    std::string buf(std::min<uint64_t>(length, uint64_t{1} << 22), '\0');
-    for (uint64_t done = 0; done < length;) {
-      const size_t n = size_t(std::min<uint64_t>(buf.size(), length - done));
-      in.read(buf.data(), std::streamsize(n));
-      if (!in) throw ModelError(file.string(), "cannot read the data of an initializer (the file changed?)");
-      sink(buf.data(), n);
-      done += n;
-    }
   }
 
   // Initializers that only the replaced norms' nodes read (their eps, exponent, axes)
