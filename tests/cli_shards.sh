@@ -89,6 +89,15 @@ run "merge of the check shards" 0 "$LNV" merge "$T/list-1.json" "$T/list-0.xml" 
 same "check list: merged JSON equals the single run's" "$T/list-one.json" "$T/list-merged.json"
 same "check list: merged JUnit equals the single run's" "$T/list-one.xml" "$T/list-merged.xml"
 
+# The shards' and the merged reports follow their schemas.
+S="$ROOT/docs/spec/schemas"
+run "fuzz reports of shards and merge follow fuzz.schema.json" 0 python3 "$ROOT/scripts/validate_json.py" \
+  "$S/fuzz.schema.json" "$T/k5/s0.json" "$T/k5/merged.json" "$T/stop3/s0.json" "$T/stop3/merged.json"
+run "check lists follow check_list.schema.json" 0 python3 "$ROOT/scripts/validate_json.py" \
+  "$S/check_list.schema.json" "$T/list-0.json" "$T/list-merged.json"
+run "a check list's reports follow check.schema.json" 0 python3 "$ROOT/scripts/validate_json.py" \
+  "$S/check.schema.json" "$T/list-merged.json" --at /reports/4/report
+
 # Bad input: exit 2, naming the file, nothing written.
 M="$T/k3"
 run "merge: a shard missing" 2 "$LNV" merge "$M/s0.json" "$M/s1.json" -o "$T/bad.json"
@@ -111,4 +120,26 @@ run "check --shard without --models is refused" 2 "$LNV" check tests/golden/add_
 printf 'tests/golden/add_own_mean.json --batch 2\n' > "$T/bad-list.txt"
 run "check --models: a bad line" 2 "$LNV" check --models "$T/bad-list.txt"
 has "check --models: names the line" "bad-list.txt:1"
+# The shipped GitHub Actions workflow and Kubernetes Indexed Job parse as YAML and run
+# every shard 0..N-1 of their N (python3-yaml, Debian's python).
+/usr/bin/python3 - "$ROOT" > "$T/out" 2>&1 <<'PY'
+import sys, yaml
+root = sys.argv[1]
+w = yaml.safe_load(open(root + "/.github/workflows/fuzz-shards.yml"))
+n = int(w["env"]["SHARDS"])
+assert w["jobs"]["shard"]["strategy"]["matrix"]["shard"] == list(range(n)), "matrix is not 0..SHARDS-1"
+assert "shard" in w["jobs"]["merge"]["needs"], "merge does not wait for the shards"
+run = w["jobs"]["shard"]["steps"][-2]["run"]
+assert '--shard "${{ matrix.shard }}/$SHARDS"' in run, "the shard step does not pass its index"
+j = yaml.safe_load(open(root + "/deploy/k8s/fuzz-shards.yaml"))
+assert j["kind"] == "Job" and j["spec"]["completionMode"] == "Indexed"
+c = j["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e["value"] for e in c["env"]}
+assert int(env["SHARDS"]) == j["spec"]["completions"], "SHARDS is not the completions"
+assert '--shard "$JOB_COMPLETION_INDEX/$SHARDS"' in c["args"][0]
+print("yaml ok")
+PY
+[ $? -eq 0 ] && ok "the workflow and the Indexed Job parse and cover every shard" \
+  || bad "fuzz-shards.yml / deploy/k8s/fuzz-shards.yaml (needs python3-yaml)"
+
 finish
