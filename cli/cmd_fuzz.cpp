@@ -310,9 +310,12 @@ int run(const Options& o) {
     }
   }
   progress.clear();
-  if (o.shard.given) std::cout << "shard " << o.shard.text() << ", " << share << " of the cases: ";
+  const std::string in_cases =
+      o.shard.given ? "its " + std::to_string(share) + " of " + std::to_string(o.cases) + " cases"
+                    : std::to_string(o.cases);
+  if (o.shard.given) std::cout << "shard " << o.shard.text() << ": ";
   if (!o.keep_going || counts[1] == 0) {
-    std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
+    std::cout << "no failing case in " << in_cases << " (seeds " << o.seed << ".."
               << o.seed + o.cases - 1 << ")\n";
     return finish(kOk);
   }
@@ -321,7 +324,7 @@ int run(const Options& o) {
     for (uint64_t x : seeds) s += " " + std::to_string(x);
     return s;
   };
-  std::cout << counts[1] << " failing case(s) in " << o.cases << " (seeds " << o.seed << ".."
+  std::cout << counts[1] << " failing case(s) in " << in_cases << " (seeds " << o.seed << ".."
             << o.seed + o.cases - 1 << "): " << wrong.size() << " wrong \"yes\" (written to "
             << o.out << ")" << (wrong.empty() ? "" : ":" + list(wrong)) << "; "
             << over_cautious.size() << " over-cautious \"no\""
