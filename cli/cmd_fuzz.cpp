@@ -15,6 +15,10 @@
 // counts, and per failing case its seed, kind, replay commands and the files written.
 // Both are written when the campaign ends, also when a failing case stops it.
 //
+// --shard K/N: only the cases i with i mod N = K (cli/shard.h); case i is checked as
+// without --shard. `lnverify merge` combines the shards' --json and --junit files into
+// the reports of the whole campaign (docs/fuzzing.md).
+//
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR unless only over-cautious
 // under --keep-going), 2 bad options.
 #include <unistd.h>
@@ -32,6 +36,7 @@
 #include "checkers/campaign.h"
 #include "cli/command.h"
 #include "cli/output_paths.h"
+#include "cli/shard.h"
 #include "cli/terminal.h"
 #include "core/file_io.h"
 #include "core/error.h"
@@ -56,6 +61,7 @@ struct Options {
   bool keep_going = false;
   std::string junit;  // JUnit XML: one test case per case checked
   std::string json;   // the lnverify.fuzz report
+  Shard shard;
 };
 
 // The command that replays case `case_seed` with this campaign's settings.
@@ -200,7 +206,7 @@ int run(const Options& o) {
     nlohmann::json modes_json = nlohmann::json::array();
     for (Mode m : modes) modes_json.push_back(mode_name(m));
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    const nlohmann::json rep = {
+    nlohmann::json rep = {
         {"format", "lnverify.fuzz"},
         {"version", 1},
         {"settings",
@@ -215,7 +221,7 @@ int run(const Options& o) {
           {"out", o.out}}},
         {"outcome", counts[1] == 0 ? "holds" : "fails"},
         {"checked", checked},
-        {"stopped_early", checked < size_t(o.cases)},
+        {"stopped_early", checked < size_t(o.shard.share(o.cases))},
         {"counts",
          {{"holds", counts[0]},
           {"fails", counts[1]},
@@ -227,12 +233,14 @@ int run(const Options& o) {
         {"seconds", secs},
         {"failures", failures},
         {"inconclusive_seeds", inconclusive}};
+    if (o.shard.given) rep["settings"]["shard"] = shard_json(o.shard);
     write_file_atomically(o.json, rep.dump(2) + "\n");
     return code;
   };
   Progress progress("fuzz", "cases");
-  for (int i = 0; i < o.cases; ++i) {
-    progress.update(i, o.cases);
+  const int64_t share = o.shard.share(o.cases);
+  for (int64_t i = o.shard.index; i < o.cases; i += o.shard.count) {
+    progress.update(checked, share);
     const uint64_t case_seed = o.seed + static_cast<uint64_t>(i);
     const rc::Shrinkable<Graph> s = gen::generate_case(cfg, case_seed);
     check::CheckOptions opt = o.check;
@@ -290,20 +298,24 @@ int run(const Options& o) {
       if (!o.keep_going) return finish(kCheckFails);
     }
     const auto now = Clock::now();
-    if (!quiet() && (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases)) {
+    if (!quiet() && (now - last_print > std::chrono::seconds(2) || int64_t(checked) == share)) {
       progress.clear();
       const double secs = std::chrono::duration<double>(now - start).count();
-      std::cout << "[" << i + 1 << "/" << o.cases << "] " << std::fixed << std::setprecision(1)
-                << (i + 1) / secs << " cases/s  holds " << counts[0] << "  inconclusive "
-                << counts[2] << "  (" << nodes / double(i + 1) << " nodes, "
-                << layer_norms / double(i + 1) << " LNs per case)\n"
+      std::cout << "[" << checked << "/" << share << "] " << std::fixed << std::setprecision(1)
+                << checked / secs << " cases/s  holds " << counts[0] << "  inconclusive "
+                << counts[2] << "  (" << nodes / double(checked) << " nodes, "
+                << layer_norms / double(checked) << " LNs per case)\n"
                 << std::defaultfloat << std::flush;
       last_print = now;
     }
   }
   progress.clear();
+  const std::string in_cases =
+      o.shard.given ? "its " + std::to_string(share) + " of " + std::to_string(o.cases) + " cases"
+                    : std::to_string(o.cases);
+  if (o.shard.given) std::cout << "shard " << o.shard.text() << ": ";
   if (!o.keep_going || counts[1] == 0) {
-    std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
+    std::cout << "no failing case in " << in_cases << " (seeds " << o.seed << ".."
               << o.seed + o.cases - 1 << ")\n";
     return finish(kOk);
   }
@@ -312,7 +324,7 @@ int run(const Options& o) {
     for (uint64_t x : seeds) s += " " + std::to_string(x);
     return s;
   };
-  std::cout << counts[1] << " failing case(s) in " << o.cases << " (seeds " << o.seed << ".."
+  std::cout << counts[1] << " failing case(s) in " << in_cases << " (seeds " << o.seed << ".."
             << o.seed + o.cases - 1 << "): " << wrong.size() << " wrong \"yes\" (written to "
             << o.out << ")" << (wrong.empty() ? "" : ":" + list(wrong)) << "; "
             << over_cautious.size() << " over-cautious \"no\""
@@ -346,6 +358,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--junit", o->junit, "also write JUnit XML to FILE: one test case per case");
   sub.add_option("--json", o->json,
                  "also write the campaign's report as JSON to FILE: settings, counts, failing cases");
+  add_shard_option(sub, o->shard, "cases");
   sub.add_flag("--keep-going", o->keep_going,
                "go on after a failing case; count wrong \"yes\" and over-cautious \"no\" apart");
   return [o]() -> int { return run(*o); };
