@@ -34,7 +34,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   libonnx-testdata python3-torch python3-torchvision python3-onnx python3-pytest
   clang libfuzzer-14-dev libclang-rt-14-dev
-  python3-jsonschema libxml2-utils graphviz chromium
+  python3-jsonschema python3-yaml libxml2-utils graphviz chromium
 )
 
 mode=setup
