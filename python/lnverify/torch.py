@@ -19,7 +19,7 @@ from . import _core
 from ._core import ModelError
 
 __all__ = ["audit", "fold", "equiv", "AuditReport", "EquivReport", "RMSNorm", "Center",
-           "ExportError", "InputError", "NoLayerNormError", "FoldError"]
+           "remove_parametrizations", "ExportError", "InputError", "NoLayerNormError", "FoldError"]
 
 
 class ExportError(ModelError):
@@ -50,6 +50,7 @@ class RMSNorm(nn.Module):
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
+        self.dims = [-k for k in range(len(self.normalized_shape), 0, -1)]
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         kw = {"device": device, "dtype": dtype}
@@ -61,8 +62,7 @@ class RMSNorm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x):
-        dims = tuple(range(-len(self.normalized_shape), 0))
-        y = x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + self.eps)
+        y = x / torch.sqrt(x.pow(2).mean(self.dims, keepdim=True) + self.eps)
         if self.weight is not None:
             y = y * self.weight
         if self.bias is not None:
@@ -249,11 +249,7 @@ class _Names:
     def __init__(self, module, graph):
         self.module = module
         self.modules = dict(module.named_modules(remove_duplicate=False))
-        self.tensors = {}  # name -> tensor (parameters and buffers, every alias)
-        for n, p in module.named_parameters(remove_duplicate=False):
-            self.tensors[n] = p
-        for n, b in module.named_buffers(remove_duplicate=False):
-            self.tensors.setdefault(n, b)
+        self.tensors = _named_tensors(module)  # name -> tensor (parameters, buffers; every alias)
         self.aliases = {}  # id(tensor) -> [names]
         for n, t in self.tensors.items():
             self.aliases.setdefault(id(t), []).append(n)
@@ -355,6 +351,22 @@ class _Names:
             if n == new:
                 return old
         return None
+
+
+def _named_tensors(module):
+    """Every parameter, then every buffer, under each name it has (a tied tensor under each)."""
+    params, buffers = {}, {}
+    for mname, m in module.named_modules(remove_duplicate=False):
+        prefix = mname + "." if mname else ""
+        for n, p in m._parameters.items():
+            if p is not None:
+                params[prefix + n] = p
+        for n, b in m._buffers.items():
+            if b is not None:
+                buffers[prefix + n] = b
+    for n, b in buffers.items():
+        params.setdefault(n, b)
+    return params
 
 
 def _numel(shape):
@@ -602,6 +614,29 @@ def fold(module, example_inputs, mode="inference"):
                 parametrize.register_parametrization(owner, attr, Center(sorted(dims), zero))
     _swap_norms(new, plan)
     return new
+
+
+def remove_parametrizations(module):
+    """Turns a training fold into the inference fold, in place, and returns it: every Center
+    parametrization removed with leave_parametrized=True (the centered values become the
+    parameters). A parameter that another module reads raw (a head tied to a centered
+    embedding) is untied first: torch's remove_parametrizations writes the centered values
+    into the original tensor, which the tie would otherwise hand to the raw reader too."""
+    for m in list(module.modules()):
+        if not parametrize.is_parametrized(m):
+            continue
+        for name in list(m.parametrizations.keys()):
+            plist = m.parametrizations[name]
+            if not all(isinstance(f, Center) for f in plist):
+                continue
+            original = plist.original
+            for alias, t in _named_tensors(module).items():
+                if t is original and ".parametrizations." not in alias:
+                    owner, attr = _owner(module, alias)
+                    setattr(owner, attr, nn.Parameter(original.detach().clone(),
+                                                      requires_grad=original.requires_grad))
+            parametrize.remove_parametrizations(m, name, leave_parametrized=True)
+    return module
 
 
 # --- equivalence ----------------------------------------------------------------------------

@@ -26,14 +26,15 @@ class GPT2(nn.Module):
     """A GPT-2-shaped causal LM: token and position embeddings, pre-norm blocks, final
     LayerNorm, and a head tied to the token embedding."""
 
-    def __init__(self, vocab=40, d=16, heads=2, layers=2, seq=8, p=0.1):
+    def __init__(self, vocab=40, d=16, heads=2, layers=2, seq=8, p=0.1, tied=True):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Parameter(torch.randn(seq, d) * 0.1)
         self.h = nn.ModuleList([Block(d, heads, p) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.wte.weight
+        if tied:
+            self.head.weight = self.wte.weight
         self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
 
     def forward(self, idx):
@@ -76,9 +77,9 @@ def _randomize(m):
     return m
 
 
-def gpt2():
+def gpt2(tied=True):
     torch.manual_seed(0)
-    return _randomize(GPT2()).double(), (torch.randint(0, 40, (2, 8)),), lambda g: (
+    return _randomize(GPT2(tied=tied)).double(), (torch.randint(0, 40, (2, 8)),), lambda g: (
         torch.randint(0, 40, (2, 8), generator=g),)
 
 
