@@ -62,7 +62,13 @@ class RMSNorm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x):
-        y = x / torch.sqrt(x.pow(2).mean(self.dims, keepdim=True) + self.eps)
+        eps = self.eps
+        if not torch.jit.is_scripting():
+            if torch.onnx.is_in_onnx_export():
+                # exported as LayerNormalization's export stores its eps: a float32 attribute,
+                # so a fold's export computes what the original's export computes
+                eps = float(torch.tensor(eps, dtype=torch.float32))
+        y = x / torch.sqrt(x.pow(2).mean(self.dims, keepdim=True) + eps)
         if self.weight is not None:
             y = y * self.weight
         if self.bias is not None:
@@ -167,6 +173,12 @@ def _export_bytes(module, inputs, training):
     """The module exported as ONNX bytes (opset 17), inputs named input_0.., outputs
     output_0..; training: dropout exported active (TrainingMode.TRAINING)."""
     modes = {m: m.training for m in module.modules()}
+    # Running and tracing the module draws dropout masks: the caller's random state is kept.
+    with torch.random.fork_rng(devices=[]):
+        return _export_in(module, inputs, training, modes)
+
+
+def _export_in(module, inputs, training, modes):
     try:
         module.train(training)
         try:
@@ -272,28 +284,33 @@ class _Names:
         if direct in self.tensors and tuple(self.tensors[direct].shape) == shape:
             return direct, tuple(range(len(shape)))
         # An initializer the importer derived (a Transpose folded into it) or one the
-        # exporter named itself: the tensor of the using nodes' modules (then any) whose
-        # values it holds, possibly with its dims permuted.
-        values = None
-        scopes = [_scope_module(u, self.modules) for u in self.users.get(gname, [])]
-        candidates = []
-        for s in scopes:
-            for n in self.tensors:
-                owner = n.rsplit(".", 1)[0] if "." in n else ""
-                if owner == s and n not in candidates:
-                    candidates.append(n)
-        candidates += [n for n in self.tensors if n not in candidates]
-        for n in candidates:
-            t = self.tensors[n]
-            if t.numel() != _numel(shape) or t.dim() != len(shape) or not t.is_floating_point():
+        # exporter named itself: the tensor whose values it holds exactly, dims possibly
+        # permuted, found among the tensors of the using nodes' modules, else among all; taken
+        # only when exactly one tensor matches, and never for constant values (zeros, ones),
+        # which name no tensor.
+        values = torch.from_numpy(self.graph.param_values(gname))
+        if values.numel() == 0 or bool(values.min() == values.max()):
+            return None
+        scopes = {_scope_module(u, self.modules) for u in self.users.get(gname, [])}
+
+        def under(n):
+            return any(not sc or n.startswith(sc + ".") for sc in scopes)
+
+        matches = []
+        for n, t in self.tensors.items():
+            if t.numel() != values.numel() or t.dim() != len(shape) or not t.is_floating_point():
+                continue
+            if any(t is self.tensors[m] for m, _ in matches):
                 continue
             for perm in _perms(t.dim()):
-                if tuple(t.shape[k] for k in perm) != shape:
-                    continue
-                if values is None:
-                    values = torch.from_numpy(self.graph.param_values(gname))
-                if torch.equal(t.detach().permute(*perm).to(torch.float64).cpu(), values):
-                    return n, perm
+                if tuple(t.shape[k] for k in perm) == shape and torch.equal(
+                        t.detach().permute(*perm).to(torch.float64).cpu(), values):
+                    matches.append((n, perm))
+                    break
+        inside = [m for m in matches if under(m[0])]
+        for found in (inside, matches):
+            if len(found) == 1:
+                return found[0]
         return None
 
     def param_name(self, gname):
@@ -480,20 +497,28 @@ class _Plan:
         self.unswapped = []  # folded LNs that are no nn.LayerNorm module (left as they are)
         for ln in report._audit.fold:
             mod = names.modules.get(ln)
-            if isinstance(mod, nn.LayerNorm):
+            if type(mod) is nn.LayerNorm:
                 self.swap.append(ln)
             else:
                 self.unswapped.append(ln)
         # centering, per graph param: (dims, zero) and the uses (graph node names, new names)
-        self.center = {}  # torch name -> {"dims": set, "zero": bool}
+        self.problems = []   # why the plan cannot be written into the module's tensors
+        self.center = {}  # (graph param, torch name) -> {"dims": set, "zero": bool}
         centered_uses = {}
         for e in report._audit.centering():
             gp_new = e["param"]
             gp = by_new.get(gp_new, gp_new)
             src = names.param_source.get(gp)
             if src is None:
-                raise FoldError(f"{report.module_name}: the fold centers '{gp_new}' (ONNX "
-                                f"'{gp}'), which is no parameter or buffer of the module")
+                # a constant the module does not hold: fine when centering leaves it as it is
+                v = torch.from_numpy(graph.param_values(gp))
+                done = (v == 0).all() if e["remove"] else (
+                    v.mean(tuple(e["axes"]), keepdim=True) == 0).all()
+                if bool(done):
+                    continue
+                self.problems.append(f"{report.module_name}: the fold centers '{gp_new}' (ONNX "
+                                     f"'{gp}'), which is no parameter or buffer of the module")
+                continue
             tname, perm = src
             dims = {perm[a] for a in e["axes"]}
             entry = self.center.setdefault((gp, tname), {"dims": set(), "zero": False})
@@ -551,6 +576,8 @@ def _owner(module, name):
 
 
 def _check_plan(plan):
+    if plan.problems:
+        raise FoldError("; ".join(plan.problems))
     for tp in plan.tensor_plan.values():
         if "conflict" in tp:
             raise FoldError(f"{plan.report.module_name}: the fold centers {', '.join(tp['conflict'])} "
@@ -587,6 +614,7 @@ def fold(module, example_inputs, mode="inference"):
     _check_plan(plan)
     memo = {}
     new = copy.deepcopy(module, memo)
+    _swap_norms(new, plan)  # the RMSNorms take the LayerNorms' Parameter objects
     for tp in plan.tensor_plan.values():
         t_new = memo.get(id(tp["tensor"]), None)
         if t_new is None:
@@ -612,7 +640,6 @@ def fold(module, example_inputs, mode="inference"):
                     raise FoldError(f"{report.module_name}: '{alias}' is a buffer; the training "
                                     f"fold centers parameters through parametrizations only")
                 parametrize.register_parametrization(owner, attr, Center(sorted(dims), zero))
-    _swap_norms(new, plan)
     return new
 
 

@@ -89,14 +89,29 @@ def layerscale():
         lambda g: (torch.randn(2, 5, 8, generator=g, dtype=torch.float64),)
 
 
+class Seq2Seq(nn.Module):
+    """nn.Transformer (encoder-decoder) behind linear input projections, as a model feeds it
+    embeddings."""
+
+    def __init__(self, norm_first):
+        super().__init__()
+        self.src_proj = nn.Linear(6, 16)
+        self.tgt_proj = nn.Linear(6, 16)
+        self.transformer = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1,
+                                          num_decoder_layers=1, dim_feedforward=32, dropout=0.1,
+                                          batch_first=True, norm_first=norm_first)
+
+    def forward(self, src, tgt):
+        return self.transformer(self.src_proj(src), self.tgt_proj(tgt))
+
+
 def transformer(norm_first):
     torch.manual_seed(0)
-    m = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                       dim_feedforward=32, dropout=0.1, batch_first=True, norm_first=norm_first)
-    return _randomize(m).double(), (torch.randn(2, 5, 16, dtype=torch.float64),
-                                    torch.randn(2, 4, 16, dtype=torch.float64)), \
-        lambda g: (torch.randn(2, 5, 16, generator=g, dtype=torch.float64),
-                   torch.randn(2, 4, 16, generator=g, dtype=torch.float64))
+    m = Seq2Seq(norm_first)
+    return _randomize(m).double(), (torch.randn(2, 5, 6, dtype=torch.float64),
+                                    torch.randn(2, 4, 6, dtype=torch.float64)), \
+        lambda g: (torch.randn(2, 5, 6, generator=g, dtype=torch.float64),
+                   torch.randn(2, 4, 6, generator=g, dtype=torch.float64))
 
 
 def _image(g=None):

@@ -42,9 +42,10 @@ def assert_audit_is_the_clis(report, cli):
         assert c["foldable"] == m["foldable"], m["name"]
         for mode in ("inference", "training"):
             assert renamed(c["reasons"][mode], to_new) == m["reasons"][mode], m["name"]
-        if report.mode == "inference":
+        if report.mode == "inference":  # the CLI's audit plans the inference fold
             assert [to_new.get(x, x) for x in c["centered"]] == m["centered"], m["name"]
-    assert cli["summary"] == mine["summary"] if "summary" in cli else True
+    if report.mode == "inference":
+        assert cli["summary"] == mine["summary"]
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -119,17 +120,14 @@ def test_inference_fold_keeps_the_outputs(name):
         assert torch.equal(v, before[k]), k
     assert type(folded) is type(module)
     mods = dict(folded.named_modules())
-    swapped = 0
     for v in report.layer_norms:
         if v["foldable"][0] and type(dict(module.named_modules())[v["name"]]) is nn.LayerNorm:
             assert isinstance(mods[v["name"]], (lt.RMSNorm, getattr(nn, "RMSNorm", lt.RMSNorm)))
-            swapped += 1
-        else:
+        else:  # not foldable, or no plain nn.LayerNorm (torchvision's LayerNorm2d): kept
             assert isinstance(mods[v["name"]], nn.LayerNorm)
-    assert swapped >= 1
-    # centering happened: some parameter changed
+    # where something folds, centering happened: some parameter changed
     changed = [k for k, v in folded.state_dict().items() if k in before and not torch.equal(v, before[k])]
-    assert changed
+    assert bool(changed) == bool(report.foldable("inference")), (changed, report.foldable())
     g = torch.Generator().manual_seed(5)
     for x in (inputs, fresh(g), fresh(g)):
         for a, b in zip(outputs(module, x), outputs(folded, x)):
@@ -197,10 +195,13 @@ def test_training_fold_trains_like_the_original(optimizer):
     for a, b in zip(l0, l1):
         assert abs(a - b) <= 1e-10 * abs(a), (l0, l1)
     # the same trained parameters
-    p1 = {k.replace(".parametrizations.", ".").replace(".weight.original", ".weight")
-          .replace(".bias.original", ".bias"): v for k, v in folded.named_parameters()}
+    p1 = {re.sub(r"(^|\.)parametrizations\.(\w+)\.original$", r"\1\2", k): v
+          for k, v in folded.named_parameters()}
+    assert "wpe" in p1 and "wte.weight" in p1
+    # atol: the gradient of the key bias is zero in exact arithmetic (softmax ignores a shift),
+    # so both runs see rounding noise (~1e-17) there, which Adam divides by sqrt(v) + 1e-8
     for k, v in orig.named_parameters():
-        torch.testing.assert_close(p1[k], v, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(p1[k], v, rtol=1e-9, atol=1e-9)
 
 
 def remove_all(module):
