@@ -9,7 +9,6 @@ paths and parameter names (named_modules, named_parameters).
 import copy
 import io
 import json
-import re
 
 import torch
 from torch import nn
@@ -696,6 +695,13 @@ class EquivReport:
         return f"<lnverify EquivReport: {self.outcome}>"
 
 
+def _outputs_by_position(graph):
+    outs = list(graph.outputs)
+    if len(set(outs)) != len(outs):
+        return graph  # one node computes two outputs: kept as named
+    return graph.renamed({o: f"output_{k}" for k, o in enumerate(outs)})
+
+
 def equiv(a, b, example_inputs, mode="inference", trials=3, seed=0, grad=False, bits=256):
     """Whether modules `a` and `b` compute the same function, proved by exact evaluation
     (bits-bit MPFR) on `trials` random inputs of the example inputs' shapes: both exported
@@ -704,8 +710,9 @@ def equiv(a, b, example_inputs, mode="inference", trials=3, seed=0, grad=False, 
     if mode not in ("inference", "training"):
         raise ModelError(f"mode: '{mode}' is not a mode (inference or training)")
     inputs = _as_tuple(example_inputs)
-    _, ga = _import(a, inputs, mode == "training")
-    _, gb = _import(b, inputs, mode == "training")
+    # outputs paired by position: named output_0, ... in both (the importer names an output
+    # after the node computing it, which a fold may change: a LayerNorm become an RMSNorm)
+    ga, gb = (_outputs_by_position(_import(m, inputs, mode == "training")[1]) for m in (a, b))
     res = _core.equiv(ga, f"{_module_name(a)} (a)", gb, f"{_module_name(b)} (b)", mode=mode,
                       trials=trials, seed=seed, grad=grad, bits=bits)
     return EquivReport(res)

@@ -161,6 +161,17 @@ def test_equiv_proves_the_fold_and_refutes_a_broken_one(name):
     assert lt.equiv(module, broken, inputs, trials=1).outcome == "different"
 
 
+def test_equiv_pairs_outputs_by_position_when_the_last_norm_folds():
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8)).double()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    folded = lt.fold(module, x)
+    assert isinstance(folded[1], (lt.RMSNorm, getattr(nn, "RMSNorm", lt.RMSNorm)))
+    r = lt.equiv(module, folded, x, trials=2, grad=True)
+    assert r.outcome == "equal", str(r)
+    assert "output_0" in str(r)
+
+
 def train(module, make_opt, inputs, targets, steps=20):
     torch.manual_seed(123)
     module.train()
