@@ -134,6 +134,28 @@ def test_inference_fold_keeps_the_outputs(name):
             torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12 * a.abs().max().item())
 
 
+def test_a_functional_layer_norm_is_named_by_its_module_and_kept_by_the_fold():
+    class MyNorm(nn.Module):  # not an nn.LayerNorm: F.layer_norm with its own parameters
+        def __init__(self, d):
+            super().__init__()
+            self.scale = nn.Parameter(torch.rand(d) + 0.5)
+            self.shift = nn.Parameter(torch.randn(d))
+
+        def forward(self, x):
+            return nn.functional.layer_norm(x, x.shape[-1:], self.scale, self.shift)
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(4, 8), MyNorm(8), nn.Linear(8, 3)).double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+    report = lt.audit(module, x)
+    assert [v["name"] for v in report.layer_norms] == ["1"]
+    assert report.foldable() == ["1"]
+    folded = lt.fold(module, x)
+    assert isinstance(folded[1], MyNorm)  # kept; its input is zero-mean now
+    assert folded[0].weight.sum(0).abs().max() < 1e-14 and not torch.equal(folded[0].weight, module[0].weight)
+    torch.testing.assert_close(folded(x), module(x), rtol=1e-12, atol=1e-13)
+
+
 def test_gpt2_fold_unties_the_head_and_centers_the_table():
     module, inputs, _ = gpt2()
     folded = lt.fold(module, inputs)
