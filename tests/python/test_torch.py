@@ -183,6 +183,13 @@ def test_equiv_proves_the_fold_and_refutes_a_broken_one(name):
     assert lt.equiv(module, broken, inputs, trials=1).outcome == "different"
 
 
+def test_a_float32_fold_is_equal_up_to_weight_storage():
+    module, inputs, _ = gpt2()
+    module = module.float()
+    r = lt.equiv(module, lt.fold(module, inputs), inputs, trials=1)
+    assert r.outcome == "equal" and "equal up to weight storage" in str(r), str(r)
+
+
 def test_equiv_pairs_outputs_by_position_when_the_last_norm_folds():
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8)).double()
