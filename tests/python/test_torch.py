@@ -314,6 +314,24 @@ def test_a_module_without_layernorm_is_an_error_naming_it():
         lt.audit(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
 
 
+def test_a_weight_read_centered_and_raw_in_one_module_is_a_fold_error_naming_it():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 8)
+            self.ln = nn.LayerNorm(8)
+
+        def forward(self, x):  # lin.weight also read raw, outside any LayerNorm's input
+            return self.ln(self.lin(x)), x.unsqueeze(0) @ self.lin.weight.t()
+
+    torch.manual_seed(0)
+    module = Twice().double()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    assert lt.audit(module, x).foldable() == ["ln"]  # the CLI would untie a centered copy
+    with pytest.raises(lt.FoldError, match=r"Twice: .*lin\.weight"):
+        lt.fold(module, x)
+
+
 def test_a_bad_mode_is_a_model_error():
     with pytest.raises(lnverify.ModelError, match="mode"):
         lt.fold(nn.LayerNorm(4), torch.randn(2, 4), mode="eval")
