@@ -200,6 +200,7 @@ def _export_in(module, inputs, training, modes):
             pass
         mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
         wrapper = _Exported(module)
+        failure = None
         try:
             torch.onnx.export(wrapper, inputs, buf, opset_version=17, do_constant_folding=False,
                               training=mode, export_params=True,
@@ -209,8 +210,13 @@ def _export_in(module, inputs, training, modes):
         except ModelError:
             raise
         except Exception as e:
+            failure = f"{type(e).__name__}: {e}"
+        if failure is not None:
+            # Raised outside the except block, without the exporter's exception: its traceback
+            # holds Python wrappers of the exporter's graphs, and one kept alive past the
+            # export (a caller keeping the error) breaks torch's next export in this process.
             raise ExportError(f"{_module_name(module)}: torch.onnx.export does not export the "
-                              f"module: {type(e).__name__}: {e}") from e
+                              f"module: {failure}")
         return buf.getvalue()
     finally:
         for m, t in modes.items():
