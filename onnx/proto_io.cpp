@@ -768,6 +768,26 @@ Model load_onnx(const fs::path& path, const DimBindings& dims, const ProgressFn&
   return decode_model(mp, path, ctx);
 }
 
+Model load_onnx_bytes(std::string_view bytes, const std::string& name, const DimBindings& dims) {
+  const fs::path path(name);
+  FileContext ctx{name, fs::path("."), {}, {}};
+  ox::ModelProto mp;
+  if (!ox::ParseProtoFromBytes(&mp, bytes.data(), bytes.size()))
+    throw ModelError(name, "not an ONNX model: the bytes do not parse as an ONNX ModelProto "
+                           "(truncated, or not ONNX)");
+  // Bytes in memory have no folder: external data cannot be found from them.
+  for (const auto& t : mp.graph().initializer())
+    if (t.data_location() == ox::TensorProto::EXTERNAL)
+      throw ModelError(name + ": initializer " + in_quotes(t.name()),
+                       "keeps its data in an external file, which ONNX bytes in memory cannot "
+                       "refer to");
+  refuse_cycles(mp.graph(), name);
+  run_checker(mp, ctx.model_dir, name);
+  bind_input_dims(*mp.mutable_graph(), dims, name);
+  run_shape_inference(mp, name);
+  return decode_model(mp, path, ctx);
+}
+
 std::vector<double> stored_floats(const Tensor& t) {
   if (!t.stored) return t.floats;
   const StoredData& d = *t.stored;
