@@ -168,29 +168,25 @@ using Run = RunOf<Mpfr>;
 // A run of the double pre-pass: usable when no branch was uncertain and every value and
 // its bound is finite; then `scale` >= 1 bounds every |exact value| of the nodes (and
 // gradients), and every compared quantity's exact value lies within e of v.
-// `scale_below` <= the exact scale (the same maximum of lower bounds).
+// `scale_estimate` is the same maximum over the double values alone.
 struct BoundedRun : RunOf<Bounded> {
   bool usable = false;
-  double scale = 1.0, scale_below = 1.0;
+  double scale = 1.0, scale_estimate = 1.0;
 };
 
-// The largest |exact value| in a list of tensors, bounded from above and from below.
-struct MagnitudeRange {
-  double below = 0.0, above = 0.0;
+// The largest |exact value| in a list of tensors, bounded from above, and the largest
+// |double value|.
+struct Magnitudes {
+  double above = 0.0, estimate = 0.0;
   void add(const std::vector<Tensor<Bounded>>& ts) {
     for (const Tensor<Bounded>& t : ts)
       for (const Bounded& x : t.data) {
         const double u = (std::fabs(x.v) + x.e) * (1 + 0x1p-50);
         if (!(u <= DBL_MAX)) above = INFINITY;  // also NaN
         above = std::max(above, u);
-        below = std::max(below, (std::fabs(x.v) - x.e) * (1 - 0x1p-50));
+        estimate = std::max(estimate, std::fabs(x.v));
       }
   }
-};
-
-// The range the worst ratio (difference / bound) of an exact comparison lies in.
-struct RatioRange {
-  double below = 0.0, above = 0.0;
 };
 
 // The worst difference between an original run and a rewrite run.
@@ -306,7 +302,7 @@ class Checker {
       return r;  // not usable: the exact path decides (and reports what it throws)
     }
     if (eval::uncertain_branches()) return r;
-    MagnitudeRange m;  // over what compare() takes the scale of (a superset for a rewrite)
+    Magnitudes m;  // over what compare() takes the scale of (a superset for a rewrite)
     m.add(r.ev.nodes);
     m.add(r.ev.inputs);
     if (r.grads) {
@@ -314,7 +310,7 @@ class Checker {
       m.add(r.grads->inputs);
     }
     r.scale = std::max(1.0, m.above);
-    r.scale_below = std::max(1.0, m.below);
+    r.scale_estimate = std::max(1.0, m.estimate);
     r.usable = std::isfinite(r.scale);
     return r;
   }
@@ -331,38 +327,36 @@ class Checker {
   // before it evaluated to finite values, the exact difference of a compared element is at
   // least (far (1 + 2^-40) + 4) times the bound for an upper bound of that trial's scale, so
   // the exact evaluations differ by far more than rounding. Returns the estimated worst
-  // range of the worst ratio that comparison reports (over the trials up to the one it
-  // stops at), or nothing when the pre-pass cannot tell.
-  std::optional<RatioRange> settled_different(const Graph& h, double far, int trials) {
+  // estimate (from the double values) of the worst ratio that comparison reports, or
+  // nothing when the pre-pass cannot tell.
+  std::optional<double> settled_different(const Graph& h, double far, int trials) {
     const unsigned bits = eval::mpfr_bits();
     const Graph& larger = h.nodes.size() > g_.nodes.size() ? h : g_;
-    RatioRange range;
-    bool may_have_stopped = false;  // an earlier trial may be where the comparison stops
+    double estimate = 0.0;
+    bool stopped = false;  // the estimate reached `far`: the comparison stops there
     for (int k = 0; k < trials; ++k) {
       const BoundedRun& o = original_bounded(k);
       if (!o.usable) return std::nullopt;
       const BoundedRun r = run_bounded(h, k, training());
       if (!r.usable) return std::nullopt;
       const double bound = rounding_bound(larger, bits, std::max(o.scale, r.scale));
-      const double bound_below = rounding_bound(larger, bits, std::max(o.scale_below, r.scale_below));
+      const double bound_estimate = rounding_bound(larger, bits, std::max(o.scale_estimate, r.scale_estimate));
       const double threshold = (far * (1 + 0x1p-40) + 4) * bound;
-      double lower = 0.0, upper = 0.0;
+      double lower = 0.0, measured = 0.0;
       for_each_quantity(h, o, r, [&](const std::string&, const Tensor<Bounded>& a, const Tensor<Bounded>& b) {
         if (a.shape != b.shape) {
-          upper = INFINITY;
+          measured = INFINITY;
           return;
         }
         for (int64_t i = 0; i < a.size(); ++i) {
           const double d = std::fabs(a.data[i].v - b.data[i].v);
-          const double e = eval::bounded_detail::up(a.data[i].e + b.data[i].e);
-          lower = std::max(lower, d * (1 - 0x1p-50) - e);
-          upper = std::max(upper, (d + e) * (1 + 0x1p-50));
+          measured = std::max(measured, d);
+          lower = std::max(lower, d * (1 - 0x1p-50) - eval::bounded_detail::up(a.data[i].e + b.data[i].e));
         }
       });
-      if (!may_have_stopped) range.below = std::max(range.below, lower / bound * (1 - 0x1p-40));
-      range.above = std::max(range.above, upper / bound_below * (1 + 0x1p-40));
-      if (lower > threshold) return range;
-      if (range.above > far) may_have_stopped = true;
+      if (!stopped) estimate = std::max(estimate, measured / bound_estimate);
+      stopped = stopped || estimate > far;
+      if (lower > threshold) return estimate;
     }
     return std::nullopt;
   }
@@ -518,6 +512,8 @@ class Checker {
     return res;
   }
 
+  static constexpr double kEstimateTies = 1e-6;
+
   // compare(h, far), and when no trial differs by more than `far` times the bound, the
   // same on kExtraTightTrials more trials if one of those does.
   Comparison compare_tight(const Graph& h, double far) {
@@ -549,7 +545,7 @@ class Checker {
     // The report gives the weakest forced fold's figures (the first of equals).
     double weakest = INFINITY;
     size_t weakest_fold = folds.size();
-    std::vector<std::pair<size_t, RatioRange>> settled_folds;  // fold index, ratio range
+    std::vector<std::pair<size_t, double>> settled_folds;  // fold index, estimated ratio
     auto forced_plan = [&](const std::vector<CenterTerm>& terms) {
       return relative ? on_top(plan, v.name, terms) : single(plan, v.name, terms);
     };
@@ -560,7 +556,7 @@ class Checker {
       // What compare(h, far) and its retry on more trials below conclude when a trial
       // differs by more than `far` times the bound, settled in double when the double
       // pre-pass proves that difference.
-      std::optional<RatioRange> settled;
+      std::optional<double> settled;
       if (opt_.double_prepass) settled = settled_different(h, far, opt_.trials + kExtraTightTrials);
       if (opt_.counters) ++(settled ? opt_.counters->settled_in_double : opt_.counters->measured_exactly);
       if (settled) {
@@ -616,12 +612,12 @@ class Checker {
                      std::to_string(c.max_abs) + ", not clearly above rounding";
       }
     }
-    // The settled folds that may be the weakest (ratio ranges reaching below every other
-    // one's top), measured in MPFR in fold order.
-    double lowest_top = weakest;
-    for (const auto& [fold, range] : settled_folds) lowest_top = std::min(lowest_top, range.above);
-    for (const auto& [fold, range] : settled_folds) {
-      if (range.below > lowest_top) continue;
+    // The settled folds whose estimate is the least (up to kEstimateTies, which covers
+    // the estimates' own rounding), measured in MPFR in fold order: the first weakest.
+    double least = INFINITY;
+    for (const auto& [fold, estimate] : settled_folds) least = std::min(least, estimate);
+    for (const auto& [fold, estimate] : settled_folds) {
+      if (estimate > least * (1 + kEstimateTies) || estimate > weakest * (1 + kEstimateTies)) continue;
       const Comparison c = compare_tight(apply_fold(g_, forced_plan(folds[fold])), far);
       if (c.worst_ratio < weakest || (c.worst_ratio == weakest && fold < weakest_fold)) {
         weakest = c.worst_ratio;
