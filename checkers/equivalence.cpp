@@ -713,19 +713,20 @@ class Checker {
       p.fold = {v.name};
       p.center = iv->terms;
       const Graph h = apply_fold(g_, p);
-      for (size_t q = 0; q < g_.outputs.size(); ++q) {
-        report::Drift d;
-        d.layer_norm = v.name;
-        d.output = g_.outputs[q];
-        for (int k = 0; k < opt_.trials; ++k) {
-          const Run& o = original(k);
-          const Run r = run_graph(h, k, false);
+      std::vector<report::Drift> per_output(g_.outputs.size());
+      for (int k = 0; k < opt_.trials; ++k) {  // one evaluation per trial for every output
+        const Run& o = original(k);
+        const Run r = run_graph(h, k, false);
+        for (size_t q = 0; q < g_.outputs.size(); ++q) {
+          report::Drift& d = per_output[q];
+          d.layer_norm = v.name;
+          d.output = g_.outputs[q];
           const TensorDiff td = diff(o.ev.outputs[q], r.ev.outputs[output_index(h, d.output)]);
           d.max_abs = std::max(d.max_abs, td.max_abs);
           d.max_rel = std::max(d.max_rel, td.max_abs / std::max(1e-300, max_magnitude(std::vector{o.ev.outputs[q]})));
         }
-        out.push_back(d);
       }
+      out.insert(out.end(), per_output.begin(), per_output.end());
     }
     return out;
   }
