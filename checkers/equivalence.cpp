@@ -326,9 +326,9 @@ class Checker {
   // `far` times the bound, proved from the double pre-pass: on some trial, with every trial
   // before it evaluated to finite values, the exact difference of a compared element is at
   // least (far (1 + 2^-40) + 4) times the bound for an upper bound of that trial's scale, so
-  // the exact evaluations differ by far more than rounding. Returns the estimated worst
-  // estimate (from the double values) of the worst ratio that comparison reports, or
-  // nothing when the pre-pass cannot tell.
+  // the exact evaluations differ by far more than rounding. Returns an estimate (from the
+  // double values) of the worst ratio that comparison reports, or nothing when the
+  // pre-pass cannot tell.
   std::optional<double> settled_different(const Graph& h, double far, int trials) {
     const unsigned bits = eval::mpfr_bits();
     const Graph& larger = h.nodes.size() > g_.nodes.size() ? h : g_;
