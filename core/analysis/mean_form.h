@@ -32,13 +32,38 @@ struct Entry {
   bool safe = true;  // term: centering it is exact everywhere else in the graph
   int32_t ref = -1;  // term / bad_term: index of the candidate term; opaque: -1
   int32_t issue = -1;  // bad_term / opaque: index of the issue explaining it
+  // The coefficient was rounded on its way (a product or sum of factors that double
+  // arithmetic could not hold exactly): a zero it reaches is not a proof that the entry
+  // cancels, so the entry is kept.
+  bool inexact = false;
 };
 
 // A form is a treap root in a FormPool, times a lazy factor.
 struct Form {
   int32_t root = 0;
   double factor = 1.0;
+  bool inexact = false;  // the factor was rounded
 };
+
+// a·b, and whether double arithmetic rounded it (fma gives the product's exact error).
+inline double exact_mul(double a, double b, bool& inexact) {
+  const double p = a * b;
+  if (std::fma(a, b, -p) != 0.0 || (p == 0.0 && a != 0.0 && b != 0.0)) inexact = true;
+  return p;
+}
+// a / b, and whether double arithmetic rounded it.
+inline double exact_div(double a, double b, bool& inexact) {
+  const double q = a / b;
+  if (std::fma(q, b, -a) != 0.0 || (q == 0.0 && a != 0.0)) inexact = true;
+  return q;
+}
+// a + b, and whether double arithmetic rounded it (Knuth's TwoSum error term).
+inline double exact_sum(double a, double b, bool& inexact) {
+  const double s = a + b;
+  const double bb = s - a;
+  if ((a - (s - bb)) + (b - bb) != 0.0) inexact = true;
+  return s;
+}
 
 class FormPool {
  public:
@@ -54,20 +79,26 @@ class FormPool {
   // a + s·b, sharing the larger operand.
   Form add(Form a, Form b, double s) {
     if (s == 0.0 || b.root == 0) return a;
-    if (a.root == 0) return Form{b.root, b.factor * s};
+    if (a.root == 0) {
+      bool inexact = b.inexact;
+      const double factor = exact_mul(b.factor, s, inexact);
+      return Form{b.root, factor, inexact};
+    }
     if (size(a) < size(b) && power_of_two(s)) {
       // s·b + a = s·(b + a/s), exactly when s is a power of two (±1 for a sub).
       Form r = add(b, a, 1.0 / s);
-      r.factor *= s;
+      r.factor = exact_mul(r.factor, s, r.inexact);
       return r;
     }
     // Coefficients stay exact (so that cancellation is seen) when the factor is ±2^k.
-    if (!power_of_two(a.factor)) a = exact_factor(a);
-    const double k = b.factor * s / a.factor;
+    if (!power_of_two(a.factor) || a.inexact) a = exact_factor(a);
+    bool k_inexact = b.inexact;
+    const double k = exact_div(exact_mul(b.factor, s, k_inexact), a.factor, k_inexact);
     int32_t root = a.root;
     for_each(b.root, [&](const Entry& e) {
       Entry scaled = e;
-      scaled.coeff *= k;
+      scaled.inexact = e.inexact || k_inexact;
+      scaled.coeff = exact_mul(e.coeff, k, scaled.inexact);
       root = insert(root, scaled);
     });
     return Form{root, a.factor};
@@ -75,7 +106,7 @@ class FormPool {
 
   Form scale(Form f, double s) {
     if (s == 0.0) return Form{};
-    f.factor *= s;
+    f.factor = exact_mul(f.factor, s, f.inexact);
     return f;
   }
 
@@ -85,7 +116,8 @@ class FormPool {
     std::vector<Entry> entries;
     for_each(f.root, [&](const Entry& e) {
       Entry r = e;
-      r.coeff *= f.factor;
+      r.inexact = e.inexact || f.inexact;
+      r.coeff = exact_mul(e.coeff, f.factor, r.inexact);
       r.qual = mix(e.qual ^ tag);
       // The outer issue also explains an inner bad term: a term the transport garbles
       // (a reshape splitting a block) would not be repaired by fixing the term itself.
@@ -105,7 +137,8 @@ class FormPool {
   void visit(const Form& f, F&& fn) const {
     for_each(f.root, [&](const Entry& e) {
       Entry r = e;
-      r.coeff *= f.factor;
+      r.inexact = e.inexact || f.inexact;
+      r.coeff = exact_mul(e.coeff, f.factor, r.inexact);
       fn(r);
     });
   }
@@ -210,19 +243,21 @@ class FormPool {
     return with_children(b, merge(a, nodes_[b].left), nodes_[b].right);
   }
 
-  static bool negligible(double c) { return c == 0.0 || (c < 1e-12 && c > -1e-12); }
+  // An entry vanishes only when its coefficient is exactly zero: a coefficient of 1e-30
+  // is a mean that no centering removes, and a zero reached through rounding may hide one.
+  static bool vanishes(const Entry& e) { return e.coeff == 0.0 && !e.inexact; }
 
   int32_t insert(int32_t t, const Entry& e) {
-    if (t == 0) return negligible(e.coeff) ? 0 : make(e, 0, 0);
+    if (t == 0) return vanishes(e) ? 0 : make(e, 0, 0);
     const Entry& here = nodes_[t].e;
     if (same_key(here, e)) {
-      const double c = here.coeff + e.coeff;
-      if (negligible(c)) return merge(nodes_[t].left, nodes_[t].right);
       Entry updated = here;
-      updated.coeff = c;
+      updated.inexact = here.inexact || e.inexact;
+      updated.coeff = exact_sum(here.coeff, e.coeff, updated.inexact);
+      if (vanishes(updated)) return merge(nodes_[t].left, nodes_[t].right);
       return make(updated, nodes_[t].left, nodes_[t].right);
     }
-    if (!negligible(e.coeff) && priority(e) > priority(here) && !contains(t, e)) {
+    if (!vanishes(e) && priority(e) > priority(here) && !contains(t, e)) {
       auto [l, r] = split(t, e);
       return make(e, l, r);
     }
@@ -238,11 +273,12 @@ class FormPool {
   }
 
   Form exact_factor(Form f) {
-    if (f.factor == 1.0) return f;
+    if (f.factor == 1.0 && !f.inexact) return f;
     std::vector<Entry> entries;
     for_each(f.root, [&](const Entry& e) {
       Entry r = e;
-      r.coeff *= f.factor;
+      r.inexact = e.inexact || f.inexact;
+      r.coeff = exact_mul(e.coeff, f.factor, r.inexact);
       entries.push_back(r);
     });
     int32_t root = 0;

@@ -249,6 +249,7 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
   auto index_of = [&](int32_t c) {
     return size_t(std::find(reg.nodes.begin(), reg.nodes.end(), c) - reg.nodes.begin());
   };
+  bool inexact = false;  // a coefficient was rounded: its zero proves no cancellation
   std::function<double(int32_t)> coef = [&](int32_t x) -> double {
     if (x == v) return 1.0;
     const size_t i = index_of(x);
@@ -260,14 +261,15 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
       k = coef(g_.node_inputs[x][0].index);
     } else {
       for (const auto& [a, ca] : sums.form[x])
-        if (a.kind == ValueRef::Kind::node) k += ca * coef(a.index);
+        if (a.kind == ValueRef::Kind::node)
+          k = exact_sum(k, exact_mul(ca, coef(a.index), inexact), inexact);
     }
     reg.coef[i] = k;
     return k;
   };
   bool cancels = false;
   for (int32_t x : reg.nodes) cancels = coef(x) == 0.0 || cancels;
-  if (!cancels) return {};
+  if (!cancels || inexact) return {};
   return reg;
 }
 

@@ -23,12 +23,15 @@ void SumForms::add(const Graph& g, int32_t v, const std::vector<bool>& zero, Mod
   } else {
     return;
   }
+  // Coefficients are kept exact: a combination whose arithmetic rounds is left alone (v
+  // stays an atom), so a cancellation is only ever claimed where it is exact.
+  bool inexact = false;
   std::vector<std::pair<Atom, double>> terms;
   for (auto [k, c] : operands) {
     const ValueRef& r = g.node_inputs[v][k];
     if (r.kind == ValueRef::Kind::node && combined[r.index] &&
         g.node_shapes[r.index] == g.node_shapes[v]) {
-      for (auto [a, ca] : form[r.index]) terms.push_back({a, c * ca});
+      for (auto [a, ca] : form[r.index]) terms.push_back({a, exact_mul(c, ca, inexact)});
     } else {
       terms.push_back({r, c});
     }
@@ -40,10 +43,10 @@ void SumForms::add(const Graph& g, int32_t v, const std::vector<bool>& zero, Mod
   for (size_t i = 0; i < terms.size();) {
     double c = 0;
     const Atom a = terms[i].first;
-    for (; i < terms.size() && terms[i].first == a; ++i) c += terms[i].second;
+    for (; i < terms.size() && terms[i].first == a; ++i) c = exact_sum(c, terms[i].second, inexact);
     if (c != 0.0) f.push_back({a, c});
   }
-  if (f.size() > kMaxAtoms) return;
+  if (inexact || f.size() > kMaxAtoms) return;
   form[v] = std::move(f);
   combined[v] = 1;
 }
