@@ -172,6 +172,11 @@ class Matcher {
     std::string weight, bias;  // ONNX constants, empty when absent
     std::string out;           // the ONNX value the norm computes
     std::string mean_out, inv_std_out;  // LayerNormalization's statistics outputs, if read
+    // A LayerNorm spelled as a centering and an RMSNorm of it (absorb_centering): the value
+    // the norm reads, transposed by `perm` (when not empty) into the shape of `x`.
+    std::string source;
+    std::vector<int64_t> perm;
+    std::string transpose_name;
     Nodes nodes;
     std::string name;  // empty: from the nodes' common path
   };
@@ -188,7 +193,12 @@ class Matcher {
         norm.nodes.insert(norm.nodes.end(), p.begin(), p.end());
       }
     }
-    p.clear();
+    bias_tail(norm);
+  }
+  // After the (weighted) normalized value: an optional Add of a bias.
+  void bias_tail(Norm& norm) const {
+    const std::vector<int64_t>& x = im_.shape(norm.x);
+    Nodes p;
     if (auto add = sole_use(norm.out, "Add", p)) {
       const auto b = other(*add, norm.out);
       if (b && affine_fits(root(*b), x, norm.normalized)) {
@@ -253,6 +263,71 @@ class Matcher {
            root(nodes_[m].inputs[0]) == root(nodes_[s].inputs[0]);
   }
 
+  // An RMSNorm of Sub(y, ReduceMean(y, A)), perhaps through a Transpose (ONNX Runtime's
+  // transpose optimizer pushes a channels-last Transpose behind the centering; its
+  // SimplifiedLayerNormFusion then fuses the rest): a LayerNorm of y (transposed), when the
+  // reduced axes A, carried through the Transpose, are the RMSNorm's axes and the centering's
+  // values are read by the norm alone. Turns `norm` into that LayerNorm.
+  bool absorb_centering(Norm& norm) const {
+    std::string c = root(norm.x);
+    Nodes path;
+    std::vector<int64_t> perm;
+    std::string transpose_name;
+    int p = im_.producer(c);
+    if (p >= 0 && is(size_t(p), "Transpose")) {
+      const auto& t = nodes_[size_t(p)];
+      const int64_t rank = int64_t(im_.shape(norm.x).size());
+      perm = im_.attr_ints(t, "perm", {});
+      if (int64_t(perm.size()) != rank) return false;
+      transpose_name = t.name.empty() ? t.outputs[0] : t.name;
+      path.push_back(size_t(p));
+      c = root(t.inputs[0]);
+      p = im_.producer(c);
+    }
+    if (p < 0 || !is(size_t(p), "Sub") || nodes_[size_t(p)].inputs.size() != 2) return false;
+    const auto& sub = nodes_[size_t(p)];
+    const std::string y = root(sub.inputs[0]);
+    const int m = im_.producer(root(sub.inputs[1]));
+    if (m < 0 || !is(size_t(m), "ReduceMean") || root(nodes_[size_t(m)].inputs[0]) != y ||
+        !im_.has_shape(y) || !im_.is_float_value(y))
+      return false;
+    const auto axes = kept_axes(size_t(m), int64_t(im_.shape(y).size()));
+    if (!axes) return false;
+    Axes mapped;
+    for (int64_t a : *axes) {
+      if (perm.empty()) {
+        mapped.push_back(a);
+        continue;
+      }
+      for (size_t j = 0; j < perm.size(); ++j)
+        if (perm[j] == a) mapped.push_back(int64_t(j));
+    }
+    std::sort(mapped.begin(), mapped.end());
+    if (mapped != norm.normalized) return false;
+    path.push_back(size_t(p));
+    path.push_back(size_t(m));
+    // Every value from the mean to the norm's input is read inside the norm only.
+    Nodes all = norm.nodes;
+    all.insert(all.end(), path.begin(), path.end());
+    const Nodes centering = path;
+    for (size_t k : centering)
+      for (const std::string& out : nodes_[k].outputs) {
+        Nodes aliases;
+        const auto u = uses(out, aliases);
+        if (!u) return false;
+        for (size_t r : *u)
+          if (std::find(all.begin(), all.end(), r) == all.end()) return false;
+        all.insert(all.end(), aliases.begin(), aliases.end());
+        path.insert(path.end(), aliases.begin(), aliases.end());
+      }
+    norm.op = Op::layer_norm;
+    norm.source = y;
+    norm.perm = perm;
+    norm.transpose_name = transpose_name;
+    norm.nodes.insert(norm.nodes.end(), path.begin(), path.end());
+    return true;
+  }
+
   // Pow 2 | Mul(x, x) -> ReduceMean -> Add eps -> Sqrt -> Div | Reciprocal.Mul -> [Mul weight]
   // -> [Add bias].
   void try_rms_norm_decomposed(size_t q) {
@@ -263,8 +338,7 @@ class Matcher {
     norm.x = root(n.inputs[0]);
     const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
                                            : root(n.inputs[1]) == norm.x;
-    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x) || centered_by_sub(norm.x))
-      return;
+    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x)) return;
     const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
     Nodes& path = norm.nodes;
     path.push_back(q);
@@ -280,8 +354,10 @@ class Matcher {
     if (!div) return;
     norm.eps = den->eps;
     norm.out = nodes_[*div].outputs[0];
+    const bool centered = absorb_centering(norm);
+    if (!centered && centered_by_sub(norm.x)) return;
     affine_tail(norm);
-    add(std::move(norm), "RMSNormalization");
+    add(std::move(norm), centered ? "LayerNormalization" : "RMSNormalization");
   }
 
   // Softmax(x + M) with M a constant of 0 and -inf (nn.MultiheadAttention's additive
@@ -380,6 +456,7 @@ class Matcher {
     norm.out = n.outputs[0];
     norm.nodes = {i};
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    if (norm.op == Op::rms_norm && norm.inv_std_out.empty() && absorb_centering(norm)) bias_tail(norm);
     add(std::move(norm), "");
   }
 
@@ -520,7 +597,13 @@ class Matcher {
     if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
     const size_t last = *std::max_element(norm.nodes.begin(), norm.nodes.end());
     matches_[last] = [norm = std::move(norm)](Importer& im) {
-      lnv::Node ln = im.named_node(norm.name, norm.op, {im.value(norm.x)});
+      std::string in = im.value(norm.source.empty() ? norm.x : norm.source);
+      if (!norm.perm.empty()) {
+        lnv::Node t = im.named_node(norm.transpose_name, Op::transpose, {in});
+        t.perm = norm.perm;
+        in = im.emit(std::move(t));
+      }
+      lnv::Node ln = im.named_node(norm.name, norm.op, {in});
       ln.axes = norm.axes;
       ln.eps = norm.eps;
       const std::vector<int64_t>& x = im.shape(norm.x);
