@@ -275,7 +275,7 @@ void Importer::opaque(size_t i, const std::string& why) {
     if (!shapes_.count(n.outputs[k])) {
       // Nobody knows its output's shape: what reads it is left out (leave_out).
       for (const std::string& out : n.outputs)
-        if (!out.empty()) unshaped_[out] = {n.describe(i), op_type, base};
+        if (!out.empty()) unshaped_[out] = {n.describe(i), op_type, base, inputs};
       return;
     }
   for (size_t k : used_outputs) {
@@ -318,7 +318,7 @@ void Importer::leave_out(size_t i) {
   std::vector<int64_t> dims = weight->value.dims;
   if (skip) dims = {weight->value.numel()};
   if (dims.empty()) dims = {1};
-  lnv::Node stand_in = named_node(cause.name, Op::opaque, {});
+  lnv::Node stand_in = named_node(cause.name, Op::opaque, cause.inputs);
   stand_in.op_type = cause.op_type;
   stand_in.shape = dims;
   stand_in.shape.insert(stand_in.shape.begin(), 1);
@@ -329,7 +329,9 @@ void Importer::leave_out(size_t i) {
   lnv::Node ln = named_node(n.name.empty() ? n.outputs[0] : n.name, rms ? Op::rms_norm : Op::layer_norm, {in});
   for (int64_t a = -int64_t(dims.size()); a < 0; ++a) ln.axes.push_back(a);
   ln.eps = attr_f(n, "epsilon", skip ? 1e-12 : 1e-5);
-  emit(std::move(ln));
+  // An output of the graph, in place of the file's outputs computed from it (which are left
+  // out): a norm no output reads would fold trivially.
+  cone_outputs_.push_back(emit(std::move(ln)));
 }
 
 void Importer::note_index_range(const std::string& input, int64_t rows) {
@@ -356,6 +358,7 @@ lnv::Graph Importer::finish() {
     g_.outputs.push_back(name);
     outputs[o.name] = name;
   }
+  for (const std::string& o : cone_outputs_) g_.outputs.push_back(o);
   if (g_.outputs.empty() && !unshaped_.empty())
     throw ModelError(m_.path.string(), "every graph output is computed from " +
                                            unshaped_.begin()->second.described +

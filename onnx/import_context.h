@@ -87,8 +87,9 @@ class Importer {
   // Leaves node i out of the graph (it reads an unshaped value): its outputs are unshaped
   // too. A norm (LayerNormalization, SimplifiedLayerNormalization, RMSNormalization,
   // Skip(Simplified)LayerNormalization) with a constant weight stays as a norm over the
-  // weight's dims of an `opaque` node that stands for the op whose shape is unknown, so
-  // that its verdict is a "no" naming that op.
+  // weight's dims of an `opaque` node that stands for the op whose shape is unknown (reading
+  // what that op reads), so that its verdict is a "no" naming that op; the norm is an output
+  // of the graph (the file's outputs computed from that op are left out).
   void leave_out(size_t i);
   void note_index_range(const std::string& input, int64_t rows);
   void consume(size_t i) { consumed_.insert(i); }
@@ -120,8 +121,10 @@ class Importer {
   // op type (with domain) and name
   struct UnshapedCause {
     std::string described, op_type, name;
+    std::vector<std::string> inputs;  // the lnv values it reads
   };
   std::map<std::string, UnshapedCause> unshaped_;
+  std::vector<std::string> cone_outputs_;  // the norms leave_out keeps
 };
 
 using Mapper = void (*)(Importer&, const onnx_import::Node&, size_t);

@@ -35,7 +35,8 @@ class Matcher {
           is(i, "SimplifiedLayerNormalization") ||
           is(i, "SimplifiedLayerNormalization", "com.microsoft"))
         try_norm_op(i);
-      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);
+      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, false);
+      if (is(i, "SkipSimplifiedLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, true);
       if (is(i, "Erf")) try_gelu(i);
       if (is(i, "Softmax")) try_masked_softmax(i);
     }
@@ -460,34 +461,49 @@ class Matcher {
     add(std::move(norm), "");
   }
 
-  // ONNX Runtime's SkipLayerNormalization: s = input + skip (+ bias), then a LayerNorm of s
-  // over the last axis; output 3 is s.
-  void try_skip_layer_norm(size_t i) {
+  // ONNX Runtime's SkipLayerNormalization (input, skip, gamma, beta, bias) and
+  // SkipSimplifiedLayerNormalization (input, skip, gamma, bias): s = input + skip (+ bias),
+  // then a LayerNorm (an RMSNorm) of s over the last axis with epsilon (default 1e-12);
+  // output 3 is s. Outputs 1 and 2 (mean and inverse standard deviation of s, kept as a
+  // last dim of 1), when read, are computed beside the norm as LayerNormalization's are
+  // (statistics); the simplified norm's output 1 is not defined and stays opaque.
+  void try_skip_layer_norm(size_t i, bool simplified) {
     const auto& n = nodes_[i];
-    if (im_.used(n, 1) || im_.used(n, 2) || n.inputs.size() < 3 || !im_.has_shape(n.inputs[0])) return;
+    if (n.inputs.size() < 3 || !im_.has_shape(n.inputs[0]) || !im_.has_shape(n.inputs[1])) return;
+    if (simplified && im_.used(n, 1)) return;
+    if (im_.used(n, 2) && (!op_from_name("sqrt") || !op_from_name("reciprocal"))) return;
     const std::vector<int64_t>& x = im_.shape(n.inputs[0]);
+    if (x.empty()) return;
     const Axes last = {static_cast<int64_t>(x.size()) - 1};
     if (!affine_fits(n.inputs[2], x, last)) return;
-    const bool has_beta = n.inputs.size() > 3 && !n.inputs[3].empty();
-    const bool has_bias = n.inputs.size() > 4 && !n.inputs[4].empty();
-    if ((has_beta && !affine_fits(n.inputs[3], x, last)) || (has_bias && !affine_fits(n.inputs[4], x, last)))
+    const size_t bias_at = simplified ? 3 : 4;
+    const bool has_beta = !simplified && n.inputs.size() > 3 && !n.inputs[3].empty();
+    const bool has_bias = n.inputs.size() > bias_at && !n.inputs[bias_at].empty();
+    if ((has_beta && !affine_fits(n.inputs[3], x, last)) ||
+        (has_bias && !affine_fits(n.inputs[bias_at], x, last)))
       return;
-    const double eps = im_.attr_f(n, "epsilon", 1e-12);
-    const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+    Norm norm;
+    norm.op = simplified ? Op::rms_norm : Op::layer_norm;
+    norm.axes = {-1};
+    norm.normalized = last;
+    norm.eps = im_.attr_f(n, "epsilon", 1e-12);
+    norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    if (im_.used(n, 1)) norm.mean_out = n.outputs[1];
+    if (im_.used(n, 2)) norm.inv_std_out = n.outputs[2];
     im_.consume(i);
     matches_[i] = [=, &n](Importer& im) {
-      std::string s = im.emit(im.named_node(name + ".sum", Op::add,
-                                            {im.value(n.inputs[0]), im.value(n.inputs[1])}));
+      std::string s = im.emit(im.named_node(norm.name + ".sum", Op::add, {im.value(n.inputs[0]), im.value(n.inputs[1])}));
       if (has_bias)
-        s = im.emit(im.named_node(name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[4], {x.back()})}));
+        s = im.emit(im.named_node(norm.name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[bias_at], {x.back()})}));
       if (n.outputs.size() > 3 && !n.outputs[3].empty()) im.alias_lnv(n.outputs[3], s);
-      lnv::Node ln = im.named_node(name, Op::layer_norm, {s});
-      ln.axes = {-1};
-      ln.eps = eps;
+      lnv::Node ln = im.named_node(norm.name, norm.op, {s});
+      ln.axes = norm.axes;
+      ln.eps = norm.eps;
       ln.weight = im.param_as(n.inputs[2], {x.back()});
       if (has_beta) ln.bias = im.param_as(n.inputs[3], {x.back()});
       const std::string ln_name = ln.name;
       im.emit_final(std::move(ln), n.outputs[0]);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm, s);
       im.record_norm(ln_name, {i});
     };
   }
@@ -570,8 +586,8 @@ class Matcher {
 
   // Mean = mean(x) and InvStdDev = 1 / sqrt(mean(center(x)^2) + eps) over the norm's axes,
   // kept (LayerNormalization's outputs 1 and 2).
-  static void statistics(Importer& im, const Norm& norm) {
-    const std::string x = im.value(norm.x);
+  static void statistics(Importer& im, const Norm& norm, const std::string& lnv_x) {
+    const std::string x = lnv_x;
     auto reduce = [&](const std::string& want, const std::string& in) {
       lnv::Node m = im.named_node(want, Op::mean, {in});
       m.axes = norm.axes;
@@ -580,9 +596,12 @@ class Matcher {
     };
     if (!norm.mean_out.empty()) im.emit_final(reduce(norm.name + ".Mean", x), norm.mean_out);
     if (norm.inv_std_out.empty()) return;
-    lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
-    c.axes = norm.axes;
-    const std::string centered = im.emit(std::move(c));
+    std::string centered = x;  // an RMSNorm's "variance" is the mean square of x itself
+    if (norm.op == Op::layer_norm) {
+      lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
+      c.axes = norm.axes;
+      centered = im.emit(std::move(c));
+    }
     const std::string sq = im.emit(im.named_node(norm.name + ".square", Op::mul, {centered, centered}));
     const std::string var = im.emit(reduce(norm.name + ".var", sq));
     const std::string ve = im.emit(im.named_node(norm.name + ".var_eps", Op::add,
@@ -612,7 +631,7 @@ class Matcher {
       if (!norm.bias.empty()) ln.bias = im.param_as(norm.bias, over);
       const std::string name = ln.name;
       im.emit_final(std::move(ln), norm.out);
-      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm, im.value(norm.x));
       Nodes sorted = norm.nodes;
       std::sort(sorted.begin(), sorted.end());
       im.record_norm(name, sorted);
