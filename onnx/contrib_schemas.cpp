@@ -157,6 +157,48 @@ OpSchema skip_norm(const char* name, bool beta) {
   return s;
 }
 
+// Attention: output (batch, sequence, v_hidden_size), v_hidden_size the last of
+// qkv_hidden_sizes or a third of the packed weights' columns; `present` is left unknown.
+void attention_shape(ox::InferenceContext& ctx) {
+  ox::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!ox::hasInputShape(ctx, 0) || !ox::hasInputShape(ctx, 1)) return;
+  const auto& x = ox::getInputShape(ctx, 0);
+  const auto& w = ox::getInputShape(ctx, 1);
+  if (x.dim_size() != 3 || w.dim_size() != 2) fail_shape_inference("Attention: input of rank 3 and weights of rank 2 expected");
+  ox::TensorShapeProto out;
+  *out.add_dim() = x.dim(0);
+  *out.add_dim() = x.dim(1);
+  const AttributeProto* sizes = ctx.getAttribute("qkv_hidden_sizes");
+  if (sizes && sizes->ints_size() == 3) {
+    out.add_dim()->set_dim_value(sizes->ints(2));
+  } else if (w.dim(1).has_dim_value()) {
+    out.add_dim()->set_dim_value(w.dim(1).dim_value() / 3);
+  } else {
+    out.add_dim();
+  }
+  ox::updateOutputShape(ctx, 0, out);
+}
+
+OpSchema attention() {
+  OpSchema s = base("Attention");
+  s.Input(0, "input", "", "T").Input(1, "weights", "", "T").Input(2, "bias", "", "T", OpSchema::Optional);
+  s.Input(3, "mask_index", "", "M", OpSchema::Optional).Input(4, "past", "", "T", OpSchema::Optional);
+  s.Input(5, "attention_bias", "", "T", OpSchema::Optional);
+  s.Input(6, "past_sequence_length", "", "M", OpSchema::Optional);
+  s.Output(0, "output", "", "T").Output(1, "present", "", "T", OpSchema::Optional);
+  s.TypeConstraint("M", {"tensor(int32)"}, "");
+  s.Attr("num_heads", "", AttributeProto::INT, true);
+  s.Attr("unidirectional", "", AttributeProto::INT, int64_t{0});
+  s.Attr("do_rotary", "", AttributeProto::INT, int64_t{0});
+  s.Attr("past_present_share_buffer", "", AttributeProto::INT, int64_t{0});
+  s.Attr("rotary_embedding_dim", "", AttributeProto::INT, int64_t{0});
+  s.Attr("mask_filter_value", "", AttributeProto::FLOAT, -10000.0f);
+  s.Attr("scale", "", AttributeProto::FLOAT, ox::OPTIONAL_VALUE);
+  s.Attr("qkv_hidden_sizes", "", AttributeProto::INTS, ox::OPTIONAL_VALUE);
+  s.TypeAndShapeInferenceFunction(attention_shape);
+  return s;
+}
+
 std::map<std::string, OpSchema> make_schemas() {
   std::map<std::string, OpSchema> m;
   auto add = [&](OpSchema s) {
@@ -179,6 +221,7 @@ std::map<std::string, OpSchema> make_schemas() {
   add(fused_gemm());
   add(skip_norm("SkipLayerNormalization", true));
   add(skip_norm("SkipSimplifiedLayerNormalization", false));
+  add(attention());
   return m;
 }
 

@@ -204,6 +204,86 @@ void map_fused_gemm(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(f), n.outputs[0]);
 }
 
+// Attention (packed Q, K, V weights [Din, Dq + Dk + Dv] and bias): per head, softmax(scale ·
+// Q Kᵀ + M) V with scale 1/√head_size unless given, M the causal mask of
+// `mask_filter_value` (default −10000, added as ONNX Runtime's kernel adds it) where
+// `unidirectional`, else none; then the heads concatenated. Imported as the three
+// projections (`matmul` by a slice of the weights, `add` of the bias slice), `reshape` and
+// `transpose` into heads, `matmul` (`transpose_b`), `scale`, the mask's `add`, `softmax`,
+// `matmul`, and back. mask_index, past, attention_bias, rotary embeddings and the present
+// output are not modelled: the node is then opaque, the reason naming what it uses.
+void map_attention(Importer& im, const onnx_import::Node& n, size_t i) {
+  auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
+  if (given(3)) return im.opaque(i, "Attention with a mask_index (not modelled)");
+  if (given(4) || given(6) || im.used(n, 1)) return im.opaque(i, "Attention with past or present state (not modelled)");
+  if (given(5)) return im.opaque(i, "Attention with an attention_bias (not modelled)");
+  if (im.attr_i(n, "do_rotary", 0) != 0) return im.opaque(i, "Attention with rotary embeddings (not modelled)");
+  if (!im.is_constant(n.inputs[1]) || (given(2) && !im.is_constant(n.inputs[2])))
+    return im.opaque(i, "Attention whose weights or bias are not constants");
+  const auto& x = im.shape(n.inputs[0]);
+  const auto& w = im.shape(n.inputs[1]);
+  if (x.size() != 3 || w.size() != 2 || w[0] != x[2])
+    throw ModelError(im.describe(i), "weights ('" + n.inputs[1] + "') of shape " + lnv::to_string(w) +
+                                         " do not fit an input of shape " + lnv::to_string(x) +
+                                         "; expected [" + std::to_string(x.size() == 3 ? x[2] : 0) + ", 3 * hidden]");
+  const int64_t heads = im.attr_i(n, "num_heads", 0);
+  std::vector<int64_t> sizes = im.attr_ints(n, "qkv_hidden_sizes", {w[1] / 3, w[1] / 3, w[1] / 3});
+  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != w[1] || sizes[0] != sizes[1] || heads <= 0 ||
+      sizes[0] % heads != 0 || sizes[2] % heads != 0)
+    throw ModelError(im.describe(i), "num_heads " + std::to_string(heads) + " and qkv_hidden_sizes " +
+                                         lnv::to_string(sizes) + " do not split the weights' " +
+                                         std::to_string(w[1]) + " columns into Q, K, V of equal heads");
+  if (given(2) && im.numel(n.inputs[2]) != w[1])
+    throw ModelError(im.describe(i), "bias ('" + n.inputs[2] + "') has " + std::to_string(im.numel(n.inputs[2])) +
+                                         " elements; expected " + std::to_string(w[1]));
+  const int64_t b = x[0], s = x[1], din = x[2];
+  const std::vector<double> wv = im.floats(n.inputs[1]);
+  const std::vector<double> bv = given(2) ? im.floats(n.inputs[2]) : std::vector<double>{};
+  const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+  const std::string in = im.value(n.inputs[0]);
+  // One projection into heads: [B, H, S, head], from columns [from, from + cols).
+  auto project = [&](const char* what, int64_t from, int64_t cols) {
+    std::vector<double> wk(size_t(din * cols));
+    for (int64_t r = 0; r < din; ++r)
+      for (int64_t c = 0; c < cols; ++c) wk[size_t(r * cols + c)] = wv[size_t(r * w[1] + from + c)];
+    std::string p = im.emit(im.node(n, i, Op::matmul, {in, im.new_param(name + "." + what + "_weight", {din, cols}, wk)},
+                                    std::string(what) + "_proj"));
+    if (!bv.empty()) {
+      std::vector<double> bk(bv.begin() + from, bv.begin() + from + cols);
+      p = im.emit(im.node(n, i, Op::add, {p, im.new_param(name + "." + what + "_bias", {cols}, bk)},
+                          std::string(what) + "_bias"));
+    }
+    Node r = im.node(n, i, Op::reshape, {p}, std::string(what) + "_heads");
+    r.shape = {b, s, heads, cols / heads};
+    Node t = im.node(n, i, Op::transpose, {im.emit(std::move(r))}, std::string(what) + "_transposed");
+    t.perm = {0, 2, 1, 3};
+    return im.emit(std::move(t));
+  };
+  const std::string q = project("q", 0, sizes[0]);
+  const std::string k = project("k", sizes[0], sizes[1]);
+  const std::string v = project("v", sizes[0] + sizes[1], sizes[2]);
+  Node qk = im.node(n, i, Op::matmul, {q, k}, "scores");
+  qk.transpose_b = true;
+  Node sc = im.node(n, i, Op::scale, {im.emit(std::move(qk))}, "scaled");
+  sc.factor = im.attr_f(n, "scale", 1.0 / std::sqrt(double(sizes[0] / heads)));
+  std::string scores = im.emit(std::move(sc));
+  if (im.attr_i(n, "unidirectional", 0) != 0) {
+    const double fill = im.attr_f(n, "mask_filter_value", -10000.0);
+    std::vector<double> mask(size_t(s * s), 0.0);
+    for (int64_t r = 0; r < s; ++r)
+      for (int64_t c = r + 1; c < s; ++c) mask[size_t(r * s + c)] = fill;
+    scores = im.emit(im.node(n, i, Op::add, {scores, im.new_param(name + ".causal_mask", {s, s}, mask)}, "masked"));
+  }
+  Node sm = im.node(n, i, Op::softmax, {scores}, "probs");
+  sm.axis = -1;
+  const std::string ctx = im.emit(im.node(n, i, Op::matmul, {im.emit(std::move(sm)), v}, "context"));
+  Node t = im.node(n, i, Op::transpose, {ctx}, "context_transposed");
+  t.perm = {0, 2, 1, 3};
+  Node r = im.node(n, i, Op::reshape, {im.emit(std::move(t))});
+  r.shape = {b, s, sizes[2]};
+  im.emit_final(std::move(r), n.outputs[0]);
+}
+
 }  // namespace
 
 const std::map<std::string, Mapper>& contrib_mappers() {
@@ -211,6 +291,7 @@ const std::map<std::string, Mapper>& contrib_mappers() {
       {"Gelu", map_gelu},           {"BiasGelu", map_bias_gelu},   {"FastGelu", map_fast_gelu},
       {"QuickGelu", map_quick_gelu}, {"BiasAdd", map_bias_add},     {"BiasSoftmax", map_bias_softmax},
       {"FusedMatMul", map_fused_matmul}, {"FusedGemm", map_fused_gemm},
+      {"Attention", map_attention},
   };
   return kMappers;
 }

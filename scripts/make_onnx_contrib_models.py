@@ -11,8 +11,8 @@ contrib operator documentation declares them. The expected outputs are ONNX Runt
 (tools/ort_run.js, onnxruntime-node). Where ONNX Runtime has no CPU kernel for the op
 (BiasSoftmax, BiasAdd are CUDA/ROCm-only), they come from ONNX Runtime running the op's
 documented unfused composition instead; the case's `reference.onnx` is that graph. Cases
-ending in `_audit` hold ops lnverify leaves opaque (Attention, FusedGemm with LeakyRelu),
-for the audit tests.
+ending in `_audit` hold ops lnverify leaves opaque (MultiHeadAttention, Attention with a
+mask_index, FusedGemm with LeakyRelu), for the audit tests.
 """
 import os
 import shutil
@@ -192,20 +192,38 @@ def norms():
     case("simplified_layer_norm_opset14", model([n], [("x", x)], ["y"], inits[:1], opset=14), [("x", x)])
 
 
-def attention_audit():
-    # x -> LN a (a graph output); x -> Attention -> + x -> LN b: Attention's output shape
-    # is not inferred, so LN b is a "no" naming it and LN a keeps its verdict.
+def attentions():
+    x = rand(2, 3, 8)
+    w, wb = rand(8, 24), rand(24)
+    for name, attrs, weights in [("attention", {}, (w, wb)), ("attention_unidirectional", {"unidirectional": 1}, (w, wb)),
+                                 # (onnxruntime-node 1.30 crashes on an Attention without its bias)
+                                 ("attention_scale", {"scale": 0.3}, (w, wb)),
+                                 ("attention_qkv_hidden_sizes", {"qkv_hidden_sizes": [8, 8, 4]},
+                                  (rand(8, 20), rand(20)))]:
+        ins = ["x", "w"] + (["wb"] if weights[1] is not None else [])
+        inits = [init("w", weights[0])] + ([init("wb", weights[1])] if weights[1] is not None else [])
+        n = helper.make_node("Attention", ins, ["y"], name="attn", domain=MS, num_heads=2, **attrs)
+        case(name, model([n], [("x", x)], ["y"], inits), [("x", x)])
+    mask = np.array([[1, 1, 0], [1, 1, 1]], dtype=np.int32)
+    n = helper.make_node("Attention", ["x", "w", "wb", "mask"], ["y"], name="attn", domain=MS, num_heads=2)
+    g = model([n], [("x", x)], ["y"], [init("w", w), init("wb", wb)])
+    g.graph.initializer.append(numpy_helper.from_array(mask, "mask"))
+    case("attention_mask_audit", g, [("x", x)])
+
+
+def unshaped_audit():
+    # x -> LN a (a graph output); x -> MultiHeadAttention -> + x -> LN b: lnverify has no
+    # schema for MultiHeadAttention, so its output shape is unknown: LN b is a "no" naming
+    # it and LN a keeps its verdict.
     x = rand(2, 3, 8)
     g, be = 1 + 0.1 * rand(8), 0.1 * rand(8)
-    w, wb = rand(8, 24), rand(24)
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc"),
              helper.make_node("LayerNormalization", ["h", "gamma", "beta"], ["ya"], name="ln_a", axis=-1),
-             helper.make_node("Attention", ["x", "w", "wb"], ["att"], name="attn", domain=MS, num_heads=2),
+             helper.make_node("MultiHeadAttention", ["x", "x", "x"], ["att"], name="mha", domain=MS, num_heads=2),
              helper.make_node("Add", ["att", "x"], ["r"], name="residual"),
              helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["yb"], name="ln_b", axis=-1)]
-    case("attention_audit", model(nodes, [("x", x)], ["ya", "yb"],
-                                  [init("w0", rand(8, 8)), init("gamma", g), init("beta", be), init("w", w),
-                                   init("wb", wb)]), [("x", x)])
+    case("mha_unshaped_audit", model(nodes, [("x", x)], ["ya", "yb"],
+                                     [init("w0", rand(8, 8)), init("gamma", g), init("beta", be)]), [("x", x)])
 
 
 if __name__ == "__main__":
@@ -215,4 +233,5 @@ if __name__ == "__main__":
     fused_matmuls()
     fused_gemms()
     norms()
-    attention_audit()
+    attentions()
+    unshaped_audit()
