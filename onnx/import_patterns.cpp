@@ -264,11 +264,11 @@ class Matcher {
            root(nodes_[m].inputs[0]) == root(nodes_[s].inputs[0]);
   }
 
-  // An RMSNorm of Sub(y, ReduceMean(y, A)), perhaps through a Transpose (ONNX Runtime's
-  // transpose optimizer pushes a channels-last Transpose behind the centering; its
-  // SimplifiedLayerNormFusion then fuses the rest): a LayerNorm of y (transposed), when the
-  // reduced axes A, carried through the Transpose, are the RMSNorm's axes and the centering's
-  // values are read by the norm alone. Turns `norm` into that LayerNorm.
+  // An RMSNorm of Transpose(Sub(y, ReduceMean(y, A))) (ONNX Runtime's transpose optimizer
+  // pushes a channels-last Transpose behind the centering of torch's decomposed LayerNorm;
+  // its SimplifiedLayerNormFusion then fuses the rest): a LayerNorm of y transposed, when
+  // the reduced axes A, carried through the Transpose, are the RMSNorm's axes and the
+  // centering's values are read by the norm alone. Turns `norm` into that LayerNorm.
   bool absorb_centering(Norm& norm) const {
     std::string c = root(norm.x);
     Nodes path;
@@ -285,6 +285,9 @@ class Matcher {
       c = root(t.inputs[0]);
       p = im_.producer(c);
     }
+    // Without the Transpose, Sub(y, mean(y)) before an RMSNorm is what `fold --mode
+    // training` writes for a centered lookup: it stays a centering and an RMSNorm.
+    if (perm.empty()) return false;
     if (p < 0 || !is(size_t(p), "Sub") || nodes_[size_t(p)].inputs.size() != 2) return false;
     const auto& sub = nodes_[size_t(p)];
     const std::string y = root(sub.inputs[0]);
