@@ -199,6 +199,44 @@ OpSchema attention() {
   return s;
 }
 
+// EmbedLayerNormalization: output and embedding_sum (batch, sequence, hidden), mask_index
+// (batch) int32.
+void embed_norm_shape(ox::InferenceContext& ctx) {
+  ox::propagateElemTypeFromInputToOutput(ctx, 2, 0);
+  if (ctx.getNumOutputs() > 1) ctx.getOutputType(1)->mutable_tensor_type()->set_elem_type(ox::TensorProto::INT32);
+  if (ctx.getNumOutputs() > 2) ox::propagateElemTypeFromInputToOutput(ctx, 2, 2);
+  if (!ox::hasInputShape(ctx, 0) || !ox::hasInputShape(ctx, 2)) return;
+  const auto& ids = ox::getInputShape(ctx, 0);
+  const auto& word = ox::getInputShape(ctx, 2);
+  if (ids.dim_size() != 2 || word.dim_size() != 2) fail_shape_inference("EmbedLayerNormalization: ids of rank 2 and a table of rank 2 expected");
+  ox::TensorShapeProto out;
+  *out.add_dim() = ids.dim(0);
+  *out.add_dim() = ids.dim(1);
+  *out.add_dim() = word.dim(1);
+  ox::updateOutputShape(ctx, 0, out);
+  if (ctx.getNumOutputs() > 2) ox::updateOutputShape(ctx, 2, out);
+  if (ctx.getNumOutputs() > 1) {
+    ox::TensorShapeProto m;
+    *m.add_dim() = ids.dim(0);
+    ox::updateOutputShape(ctx, 1, m);
+  }
+}
+
+OpSchema embed_layer_norm() {
+  OpSchema s = base("EmbedLayerNormalization");
+  s.Input(0, "input_ids", "", "T1").Input(1, "segment_ids", "", "T1", OpSchema::Optional);
+  s.Input(2, "word_embedding", "", "T").Input(3, "position_embedding", "", "T");
+  s.Input(4, "segment_embedding", "", "T", OpSchema::Optional).Input(5, "gamma", "", "T").Input(6, "beta", "", "T");
+  s.Input(7, "mask", "", "T1", OpSchema::Optional).Input(8, "position_ids", "", "T1", OpSchema::Optional);
+  s.Output(0, "output", "", "T").Output(1, "mask_index", "", "T1", OpSchema::Optional);
+  s.Output(2, "embedding_sum", "", "T", OpSchema::Optional);
+  s.TypeConstraint("T1", {"tensor(int32)"}, "");
+  s.Attr("epsilon", "", AttributeProto::FLOAT, ox::OPTIONAL_VALUE);
+  s.Attr("mask_index_type", "", AttributeProto::INT, ox::OPTIONAL_VALUE);
+  s.TypeAndShapeInferenceFunction(embed_norm_shape);
+  return s;
+}
+
 std::map<std::string, OpSchema> make_schemas() {
   std::map<std::string, OpSchema> m;
   auto add = [&](OpSchema s) {
@@ -222,6 +260,7 @@ std::map<std::string, OpSchema> make_schemas() {
   add(skip_norm("SkipLayerNormalization", true));
   add(skip_norm("SkipSimplifiedLayerNormalization", false));
   add(attention());
+  add(embed_layer_norm());
   return m;
 }
 

@@ -988,6 +988,11 @@ class FoldWriter {
       if (fn.op != Op::rms_norm) throw InternalError("write_folded_onnx: " + norm + " is not folded");
       const auto& first = mp_.graph().node(nodes.front());
       const int last = nodes.back();
+      if (first.op_type() == "EmbedLayerNormalization" && first.domain() == "com.microsoft")
+        throw ModelError(source_.string(), "norm " + in_quotes(norm) + " (com.microsoft."
+                                           "EmbedLayerNormalization): the ONNX writer does not "
+                                           "rewrite it; fold the model before ONNX Runtime's "
+                                           "transformer optimizer fuses its embeddings");
       if (first.op_type() == "SkipLayerNormalization" && first.domain() == "com.microsoft") {
         replace_skip_norm(norm, nodes.front(), fn);
         continue;

@@ -37,6 +37,7 @@ class Matcher {
         try_norm_op(i);
       if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, false);
       if (is(i, "SkipSimplifiedLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, true);
+      if (is(i, "EmbedLayerNormalization", "com.microsoft")) try_embed_layer_norm(i);
       if (is(i, "Erf")) try_gelu(i);
       if (is(i, "Softmax")) try_masked_softmax(i);
     }
@@ -507,6 +508,88 @@ class Matcher {
       const std::string ln_name = ln.name;
       im.emit_final(std::move(ln), n.outputs[0]);
       if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm, s);
+      im.record_norm(ln_name, {i});
+    };
+  }
+
+  // ONNX Runtime's EmbedLayerNormalization: word_embedding[input_ids] +
+  // position_embedding[position_ids] (rows 0 .. S-1 when position_ids is absent) (+
+  // segment_embedding[segment_ids]), then a LayerNorm over the last axis with gamma, beta and
+  // epsilon (default 1e-12); output 2 is the sum. Matched when the ids are integer graph
+  // inputs and the tables constants; when its mask_index output is read (an integer) it
+  // stays opaque.
+  // The integer graph input `v` is, directly or through a Cast (ONNX Runtime's transformer
+  // optimizer casts int64 ids to int32), or "".
+  std::string index_source(const std::string& v) const {
+    if (im_.is_index_input(v)) return v;
+    const int p = im_.producer(v);
+    if (p >= 0 && nodes_[size_t(p)].op_type == "Cast" && nodes_[size_t(p)].domain.empty() &&
+        im_.is_index_input(nodes_[size_t(p)].inputs[0]))
+      return nodes_[size_t(p)].inputs[0];
+    return "";
+  }
+
+  void try_embed_layer_norm(size_t i) {
+    const auto& n = nodes_[i];
+    auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
+    if (n.inputs.size() < 7 || im_.used(n, 1)) return;
+    const std::string ids_in = index_source(n.inputs[0]);
+    const std::string seg_in = given(1) ? index_source(n.inputs[1]) : "";
+    const std::string pos_in = given(8) ? index_source(n.inputs[8]) : "";
+    if (ids_in.empty() || given(1) != given(4) || (given(1) && seg_in.empty()) || (given(8) && pos_in.empty()))
+      return;
+    for (size_t k : {2, 3, 4, 5, 6})
+      if (given(k) && (!im_.is_constant(n.inputs[k]) || !im_.is_float_value(n.inputs[k]))) return;
+    const auto& ids = im_.shape(n.inputs[0]);
+    const auto& word = im_.shape(n.inputs[2]);
+    const auto& pos = im_.shape(n.inputs[3]);
+    if (ids.size() != 2 || word.size() != 2 || pos.size() != 2 || pos[1] != word[1] || pos[0] < ids[1]) return;
+    const int64_t d = word[1];
+    if (im_.numel(n.inputs[5]) != d || im_.numel(n.inputs[6]) != d) return;
+    if (given(4) && (im_.shape(n.inputs[4]).size() != 2 || im_.shape(n.inputs[4])[1] != d)) return;
+    Norm norm;
+    norm.axes = {-1};
+    norm.eps = im_.attr_f(n, "epsilon", 1e-12);
+    norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    im_.consume(i);
+    // A Cast of the ids that only this node reads goes with it.
+    for (size_t k : {size_t(0), size_t(1), size_t(8)}) {
+      if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
+      const int c = im_.producer(n.inputs[k]);
+      const auto& readers = im_.consumers(n.inputs[k]);
+      if (c >= 0 && !im_.is_graph_output(n.inputs[k]) &&
+          std::all_of(readers.begin(), readers.end(), [&](int r) { return size_t(r) == i; }))
+        im_.consume(size_t(c));
+    }
+    matches_[i] = [=, &n](Importer& im) {
+      auto lookup = [&](size_t table, const std::string& index, const char* what) {
+        lnv::Node e = im.named_node(norm.name + "." + what, Op::embedding, {im.value(index)});
+        e.weight = im.value(n.inputs[table]);
+        im.note_index_range(index, im.shape(n.inputs[table])[0]);
+        return im.emit(std::move(e));
+      };
+      std::string sum = lookup(2, ids_in, "word");
+      std::string position;
+      if (given(8)) {
+        position = lookup(3, pos_in, "position");
+      } else {
+        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(n.inputs[3])});
+        rows.axes = {0};
+        rows.starts = {0};
+        rows.ends = {ids[1]};
+        rows.steps = {1};
+        position = im.emit(std::move(rows));
+      }
+      sum = im.emit(im.named_node(norm.name + ".sum", Op::add, {sum, position}));
+      if (given(1)) sum = im.emit(im.named_node(norm.name + ".sum_segment", Op::add, {sum, lookup(4, seg_in, "segment")}));
+      if (n.outputs.size() > 2 && !n.outputs[2].empty()) im.alias_lnv(n.outputs[2], sum);
+      lnv::Node ln = im.named_node(norm.name, Op::layer_norm, {sum});
+      ln.axes = norm.axes;
+      ln.eps = norm.eps;
+      ln.weight = im.param_as(n.inputs[5], {d});
+      ln.bias = im.param_as(n.inputs[6], {d});
+      const std::string ln_name = ln.name;
+      im.emit_final(std::move(ln), n.outputs[0]);
       im.record_norm(ln_name, {i});
     };
   }

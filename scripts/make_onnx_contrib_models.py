@@ -192,6 +192,30 @@ def norms():
     case("simplified_layer_norm_opset14", model([n], [("x", x)], ["y"], inits[:1], opset=14), [("x", x)])
 
 
+def embed_norms():
+    ids = np.array([[1, 4, 2, 9], [0, 3, 3, 7]], dtype=np.int64)
+    seg = np.array([[0, 0, 1, 1], [0, 1, 1, 1]], dtype=np.int64)
+    pos = np.array([[3, 2, 1, 0]], dtype=np.int64)
+    inits = [init("word_table", rand(10, 8)), init("pos_table", rand(6, 8)), init("seg_table", rand(2, 8)),
+             init("gamma", 1 + 0.1 * rand(8)), init("beta", 0.1 * rand(8))]
+    cast = lambda v: helper.make_node("Cast", [v], [v + "32"], to=TensorProto.INT32)
+
+    def emb_model(nodes, ins, outs):
+        m = model(nodes, [], outs, inits)
+        for name, a in ins:
+            m.graph.input.append(helper.make_tensor_value_info(name, TensorProto.INT64, a.shape))
+        return m
+    n = helper.make_node("EmbedLayerNormalization", ["ids32", "seg32", "word_table", "pos_table", "seg_table", "gamma", "beta"],
+                         ["y", "", "sum"], name="emb", domain=MS, epsilon=1e-5)
+    case("embed_layer_norm", emb_model([cast("ids"), cast("seg"), n], [("ids", ids), ("seg", seg)], ["y", "sum"]),
+         [("ids", ids), ("seg", seg)])
+    n = helper.make_node("EmbedLayerNormalization", ["ids32", "", "word_table", "pos_table", "", "gamma", "beta", "", "pos_ids32"],
+                         ["y", "mask_index"], name="emb", domain=MS)
+    case("embed_layer_norm_position_ids", emb_model([cast("ids"), cast("pos_ids"), n],
+                                                    [("ids", ids), ("pos_ids", pos)], ["y"]),
+         [("ids", ids), ("pos_ids", pos)])
+
+
 def attentions():
     x = rand(2, 3, 8)
     w, wb = rand(8, 24), rand(24)
@@ -233,5 +257,6 @@ if __name__ == "__main__":
     fused_matmuls()
     fused_gemms()
     norms()
+    embed_norms()
     attentions()
     unshaped_audit()

@@ -39,7 +39,8 @@ std::vector<std::string> cases(bool audit) {
 lnv::Tensor<double> as_double(const Tensor& t) {
   lnv::Tensor<double> out;
   out.shape = t.dims;
-  out.data = t.floats;
+  if (t.is_float()) out.data = t.floats;
+  else out.data.assign(t.ints.begin(), t.ints.end());  // ids
   return out;
 }
 
@@ -112,6 +113,26 @@ TEST(ContribAudit, AnActivationNotModelledIsOpaqueNamingIt) {
   EXPECT_EQ(g.nodes[0].op_type, "com.microsoft.FusedGemm");
   const auto meta = nlohmann::json::parse(g.meta);
   EXPECT_NE(meta.dump().find("LeakyRelu"), std::string::npos) << meta.dump();
+}
+
+// EmbedLayerNormalization: the lookups of centerable tables and a LayerNorm of their sum,
+// foldable (its tables centered), the int64 ids' Casts gone with it; not when its
+// embedding_sum output is a graph output (centering would change it).
+TEST(ContribAudit, EmbedLayerNormalizationIsANormOfLookups) {
+  for (const char* c : {"embed_layer_norm_position_ids", "embed_layer_norm"}) {
+    const lnv::Graph g = import_onnx(kDir / c / "model.onnx", {});
+    for (const lnv::Node& n : g.nodes) EXPECT_NE(n.op, lnv::Op::opaque) << c << ": " << n.name;
+    const lnv::FoldPlan plan = lnv::detect_foldable(g, lnv::Mode::inference);
+    ASSERT_EQ(plan.layer_norms.size(), 1u);
+    const lnv::LnVerdict& v = plan.layer_norms[0];
+    EXPECT_EQ(v.name, "emb");
+    if (std::string(c) == "embed_layer_norm") {
+      EXPECT_FALSE(v.foldable[0]);
+      EXPECT_NE(v.reason[0].find("emb.sum_segment"), std::string::npos) << v.reason[0];
+    } else {
+      EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+    }
+  }
 }
 
 // An Attention with a mask_index: one opaque node, the reason naming the mask.
