@@ -1026,12 +1026,29 @@ class FoldWriter {
       if (fn.op != Op::rms_norm) throw InternalError("write_folded_onnx: " + norm + " is not folded");
       const auto& first = mp_.graph().node(nodes.front());
       const int last = nodes.back();
-      if (first.op_type() == "SkipLayerNormalization")
+      if (first.op_type() == "EmbedLayerNormalization" && first.domain() == "com.microsoft")
         throw ModelError(source_.string(), "norm " + in_quotes(norm) + " (com.microsoft."
-                                           "SkipLayerNormalization): the ONNX writer does not "
-                                           "replace fused skip norms");
-      const std::string x = first.input(0);
+                                           "EmbedLayerNormalization): the ONNX writer does not "
+                                           "rewrite it; fold the model before ONNX Runtime's "
+                                           "transformer optimizer fuses its embeddings");
+      if (first.op_type() == "SkipLayerNormalization" && first.domain() == "com.microsoft") {
+        replace_skip_norm(norm, nodes.front(), fn);
+        continue;
+      }
+      std::string x = first.input(0);
       const std::string y = mp_.graph().node(last).output(0);
+      // A centering pushed through a Transpose (the importer's absorb_centering): the norm
+      // reads x transposed as that Transpose does.
+      std::vector<ox::NodeProto> transposed;
+      for (int i : nodes)
+        if (mp_.graph().node(i).op_type() == "Transpose" && mp_.graph().node(i).domain().empty()) {
+          ox::NodeProto t = mp_.graph().node(i);
+          t.set_input(0, x);
+          x = fresh(x + ".transposed");
+          t.set_output(0, x);
+          transposed.push_back(t);
+          declare_like(x, mp_.graph().node(i).output(0));  // the shape of the centered one
+        }
       // A node some other output of which is read stays (LayerNormalization's Mean or
       // InvStdDev); its Y output is then renamed out of the way.
       for (int i : nodes) {
@@ -1053,30 +1070,77 @@ class FoldWriter {
       const int64_t rank = int64_t(f_.node_shapes[f_.node_index(norm)].size());
       const Axes axes = normalize_axes(fn.axes, rank, norm);
       const int64_t k = int64_t(axes.size());
-      for (int64_t j = 0; j < k; ++j)
-        if (axes[j] != rank - k + j)
-          throw ModelError(source_.string(), "norm " + in_quotes(norm) + " normalizes axes that are "
-                                             "not trailing; the ONNX writer cannot spell it");
       const Param* weight = fn.weight.empty() ? nullptr : &f_.params[f_.param_index(fn.weight)];
       const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
+      // Axes that are not trailing (a channel norm of NCHW, as ONNX Runtime's transpose
+      // optimizer leaves one): only the decomposed spelling of a norm without affine params,
+      // whose ReduceMean names its axes.
+      std::vector<int64_t> written;
+      for (int64_t j = 0; j < k; ++j) {
+        written.push_back(axes[j] - rank);
+        if (axes[j] != rank - k + j && (weight || bias || options_.rms_op != RmsOp::decomposed))
+          throw ModelError(source_.string(), "norm " + in_quotes(norm) + " normalizes axes that are "
+                                             "not trailing; the ONNX writer spells it only decomposed "
+                                             "(--rms-op decomposed) and without a weight or bias");
+      }
       const int32_t type = float_type_of(x, weight);
       const std::string base = file_name(norm) + "/RMS";
-      std::vector<ox::NodeProto> rms = rms_nodes(base, x, y, k, fn.eps, weight, bias, type, last);
+      std::vector<ox::NodeProto> rms = rms_nodes(base, x, y, written, fn.eps, weight, bias, type, last);
+      rms.insert(rms.begin(), transposed.begin(), transposed.end());
       auto& before_last = inserted_[last];  // after the nodes centering its params (training)
       before_last.insert(before_last.end(), rms.begin(), rms.end());
       ++summary_.norms;
     }
   }
 
+  // com.microsoft.SkipLayerNormalization (input + skip + bias, then a LayerNorm over the last
+  // axis) folded: ONNX Runtime's SkipSimplifiedLayerNormalization of the same input, skip and
+  // bias with the folded scale, a bias (beta) as a separate Add; the sum output (3) keeps its
+  // name. The node stays fused, in any --rms-op.
+  void replace_skip_norm(const std::string& norm, int i, const lnv::Node& fn) {
+    const ox::NodeProto n = mp_.graph().node(i);
+    for (int k = 1; k < 3 && k < n.output_size(); ++k)
+      if (!n.output(k).empty() && (readers_.count(n.output(k)) || is_graph_output(n.output(k))))
+        throw InternalError("write_folded_onnx: " + norm + " reads a statistic of a fused skip norm");
+    if (fn.weight.empty()) throw InternalError("write_folded_onnx: " + norm + " has no scale");
+    const Param& weight = f_.params[f_.param_index(fn.weight)];
+    const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
+    const int32_t type = float_type_of(n.input(0), &weight);
+    const std::string base = file_name(norm) + "/RMS";
+    const std::string y = n.output(0);
+    const std::string normed = bias ? fresh(base + "/normed_output_0") : y;
+    std::vector<std::string> inputs = {n.input(0), n.input(1), norm_param(base, "weight", weight, type, i)};
+    if (n.input_size() > 4 && !n.input(4).empty()) inputs.push_back(n.input(4));
+    ox::NodeProto r = make_node(base, "SkipSimplifiedLayerNormalization", inputs, normed);
+    r.set_domain("com.microsoft");
+    if (n.output_size() > 3 && !n.output(3).empty()) {
+      r.add_output("");
+      r.add_output("");
+      r.add_output(n.output(3));
+    }
+    auto* e = r.add_attribute();
+    e->set_name("epsilon");
+    e->set_type(ox::AttributeProto::FLOAT);
+    e->set_f(float(fn.eps));
+    std::vector<ox::NodeProto> out = {r};
+    if (bias) {
+      declare_like(normed, n.input(0));
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, i)}, y));
+    }
+    removed_.insert(i);
+    auto& at = inserted_[i];
+    at.insert(at.end(), out.begin(), out.end());
+    ++summary_.norms;
+  }
+
   std::vector<ox::NodeProto> rms_nodes(const std::string& base, const std::string& x,
-                                       const std::string& y, int64_t k, double eps,
-                                       const Param* weight, const Param* bias, int32_t type,
-                                       int at) {
+                                       const std::string& y, const std::vector<int64_t>& axes,
+                                       double eps, const Param* weight, const Param* bias,
+                                       int32_t type, int at) {
     std::vector<ox::NodeProto> out;
     auto value = [&](const char* what) { return fresh(base + "/" + what + "_output_0"); };
     const std::string normed = bias ? value("normed") : y;
-    std::vector<int64_t> axes;
-    for (int64_t j = -k; j < 0; ++j) axes.push_back(j);
+    const int64_t k = int64_t(axes.size());
     if (options_.rms_op == RmsOp::decomposed) {
       // Pow(x, 2), not Mul(x, x): ONNX Runtime's SimplifiedLayerNormFusion matches
       // Pow -> ReduceMean -> Add -> Sqrt -> Div(x, .) -> Mul(scale) and runs one fused

@@ -604,7 +604,16 @@ const std::map<std::string, Mapper>& mappers() {
 
 }  // namespace
 
+Mapper contrib_gemm_mapper() { return map_gemm; }
+
 lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn& progress) {
+  // ONNX Runtime's level `all` writes layout ops for the CPU that saved the file.
+  for (size_t i = 0; i < folded.graph.nodes.size(); ++i)
+    if (folded.graph.nodes[i].domain == "com.microsoft.nchwc")
+      throw ModelError(folded.path.string() + ": " + folded.graph.nodes[i].describe(i),
+                       "com.microsoft.nchwc ops are ONNX Runtime's layout for the CPU that saved the "
+                       "file (optimization level 'all'); save the model at level 'extended' "
+                       "(SessionOptions graphOptimizationLevel) for lnverify");
   Importer im(folded);
   im.import_inputs();
   const auto matches = match_patterns(im);
@@ -618,8 +627,20 @@ lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn
     }
     if (im.consumed(i)) continue;
     const onnx_import::Node& n = nodes[i];
-    const auto m = n.domain.empty() || n.domain == "ai.onnx" ? table.find(n.op_type) : table.end();
-    if (m == table.end()) {
+    // A node reading a value whose shape nobody knows (computed from an op that is not
+    // modelled and that shape inference does not know) is left out; a norm among them
+    // stays, as a "no" naming that op.
+    if (im.reads_unshaped(i)) {
+      im.leave_out(i);
+      continue;
+    }
+    Mapper m = nullptr;
+    if (n.domain.empty() || n.domain == "ai.onnx") {
+      if (auto it = table.find(n.op_type); it != table.end()) m = it->second;
+    } else if (n.domain == "com.microsoft") {
+      if (auto it = contrib_mappers().find(n.op_type); it != contrib_mappers().end()) m = it->second;
+    }
+    if (!m) {
       im.opaque(i, "no mapping of this op");
       continue;
     }
@@ -629,7 +650,7 @@ lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn
       im.opaque(i, "it reads the constant '" + *bad + "', which holds an infinity or a NaN");
       continue;
     }
-    m->second(im, n, i);
+    m(im, n, i);
   }
   report_progress(progress, "import nodes", "nodes", nodes.size(), nodes.size());
   lnv::Graph g = im.finish();
@@ -639,7 +660,8 @@ lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn
 
 bool is_imported_op(const std::string& domain, const std::string& op_type) {
   if (domain == "com.microsoft")
-    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization";
+    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization" ||
+           op_type == "SkipSimplifiedLayerNormalization" || contrib_mappers().count(op_type) != 0;
   if (!domain.empty() && domain != "ai.onnx") return false;
   return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
          op_type == "RMSNormalization" || op_type == "SimplifiedLayerNormalization";

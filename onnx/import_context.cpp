@@ -270,19 +270,68 @@ void Importer::opaque(size_t i, const std::string& why) {
   for (size_t k = 0; k < n.outputs.size(); ++k)
     if (used(n, k)) used_outputs.push_back(k);
   const std::string base = n.name.empty() ? n.outputs[0] : n.name;
+  const std::string op_type = n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "." + n.op_type;
+  for (size_t k : used_outputs)
+    if (!shapes_.count(n.outputs[k])) {
+      // Nobody knows its output's shape: what reads it is left out (leave_out).
+      for (const std::string& out : n.outputs)
+        if (!out.empty()) unshaped_[out] = {n.describe(i), op_type, base, inputs};
+      return;
+    }
   for (size_t k : used_outputs) {
     const std::string& out = n.outputs[k];
-    if (!shapes_.count(out))
-      throw ModelError(describe(i), "output '" + out + "' has no static shape, which an op "
-                                    "lnverify does not model (" + why + ") needs");
     lnv::Node o = named_node(used_outputs.size() == 1 ? base : base + ":" + std::to_string(k),
                              Op::opaque, inputs);
-    o.op_type = n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "." + n.op_type;
+    o.op_type = op_type;
     o.shape = shapes_.at(out);
     const std::string name = o.name;
     emit_final(std::move(o), out);
     opaque_[name] = why;
   }
+}
+
+bool Importer::reads_unshaped(size_t i) const {
+  for (const std::string& v : m_.graph.nodes[i].inputs)
+    if (!v.empty() && unshaped_.count(v)) return true;
+  return false;
+}
+
+void Importer::leave_out(size_t i) {
+  const onnx_import::Node& n = m_.graph.nodes[i];
+  UnshapedCause cause;
+  for (const std::string& v : n.inputs)
+    if (!v.empty() && unshaped_.count(v)) {
+      cause = unshaped_.at(v);
+      break;
+    }
+  for (const std::string& out : n.outputs)
+    if (!out.empty()) unshaped_[out] = cause;
+  const bool default_domain = n.domain.empty() || n.domain == "ai.onnx";
+  const bool skip = n.domain == "com.microsoft" && (n.op_type == "SkipLayerNormalization" ||
+                                                   n.op_type == "SkipSimplifiedLayerNormalization");
+  const bool plain = (default_domain || n.domain == "com.microsoft") &&
+                     (n.op_type == "LayerNormalization" || n.op_type == "SimplifiedLayerNormalization" ||
+                      n.op_type == "RMSNormalization");
+  const size_t w = skip ? 2 : 1;
+  if ((!skip && !plain) || n.inputs.size() <= w || !is_constant(n.inputs[w])) return;
+  const Initializer* weight = constant(n.inputs[w]);
+  std::vector<int64_t> dims = weight->value.dims;
+  if (skip) dims = {weight->value.numel()};
+  if (dims.empty()) dims = {1};
+  lnv::Node stand_in = named_node(cause.name, Op::opaque, cause.inputs);
+  stand_in.op_type = cause.op_type;
+  stand_in.shape = dims;
+  stand_in.shape.insert(stand_in.shape.begin(), 1);
+  opaque_[stand_in.name] = "stands for " + cause.described +
+                           ", whose output shape is unknown (no shape inference for its op)";
+  const std::string in = emit(std::move(stand_in));
+  const bool rms = n.op_type != "LayerNormalization" && n.op_type != "SkipLayerNormalization";
+  lnv::Node ln = named_node(n.name.empty() ? n.outputs[0] : n.name, rms ? Op::rms_norm : Op::layer_norm, {in});
+  for (int64_t a = -int64_t(dims.size()); a < 0; ++a) ln.axes.push_back(a);
+  ln.eps = attr_f(n, "epsilon", skip ? 1e-12 : 1e-5);
+  // An output of the graph, in place of the file's outputs computed from it (which are left
+  // out): a norm no output reads would fold trivially.
+  cone_outputs_.push_back(emit(std::move(ln)));
 }
 
 void Importer::note_index_range(const std::string& input, int64_t rows) {
@@ -302,12 +351,18 @@ void Importer::record_norm(const std::string& lnv_name, const std::vector<size_t
 lnv::Graph Importer::finish() {
   nlohmann::json outputs = nlohmann::json::object();
   for (const ValueInfo& o : m_.graph.outputs) {
+    if (unshaped_.count(o.name)) continue;  // left out (leave_out)
     if (!is_float_type(elem_type(o.name)))
       throw ModelError(m_.path.string(), "graph output '" + o.name + "' is not a float tensor");
     const std::string name = value(o.name);
     g_.outputs.push_back(name);
     outputs[o.name] = name;
   }
+  for (const std::string& o : cone_outputs_) g_.outputs.push_back(o);
+  if (g_.outputs.empty() && !unshaped_.empty())
+    throw ModelError(m_.path.string(), "every graph output is computed from " +
+                                           unshaped_.begin()->second.described +
+                                           ", whose output shape is unknown (no shape inference for its op)");
   for (Input& in : g_.inputs)
     if (in.dtype == DType::index) {
       for (const auto& [onnx_name, lnv_name] : values_)

@@ -81,6 +81,16 @@ class Importer {
   // integer constants and non-finite float constants. `why` (why it is not mapped onto a model.json op) goes into
   // meta.onnx.opaque.
   void opaque(size_t i, const std::string& why);
+  // Whether node i reads a value whose shape is unknown (an opaque op's output that shape
+  // inference could not type, or a value computed from one).
+  bool reads_unshaped(size_t i) const;
+  // Leaves node i out of the graph (it reads an unshaped value): its outputs are unshaped
+  // too. A norm (LayerNormalization, SimplifiedLayerNormalization, RMSNormalization,
+  // Skip(Simplified)LayerNormalization) with a constant weight stays as a norm over the
+  // weight's dims of an `opaque` node that stands for the op whose shape is unknown (reading
+  // what that op reads), so that its verdict is a "no" naming that op; the norm is an output
+  // of the graph (the file's outputs computed from that op are left out).
+  void leave_out(size_t i);
   void note_index_range(const std::string& input, int64_t rows);
   void consume(size_t i) { consumed_.insert(i); }
   bool consumed(size_t i) const { return consumed_.count(i) != 0; }
@@ -107,9 +117,22 @@ class Importer {
   nlohmann::json renamed_ = nlohmann::json::object();
   nlohmann::json norms_ = nlohmann::json::object();
   nlohmann::json opaque_ = nlohmann::json::object();  // opaque node -> why it is not mapped
+  // ONNX value whose shape is unknown -> the node it comes from: "node 'x' (Op)", its ONNX
+  // op type (with domain) and name
+  struct UnshapedCause {
+    std::string described, op_type, name;
+    std::vector<std::string> inputs;  // the lnv values it reads
+  };
+  std::map<std::string, UnshapedCause> unshaped_;
+  std::vector<std::string> cone_outputs_;  // the norms leave_out keeps
 };
 
 using Mapper = void (*)(Importer&, const onnx_import::Node&, size_t);
+
+// The mappers of ONNX Runtime's com.microsoft ops (onnx/import_contrib.cpp), by op type;
+// FusedGemm builds on the default domain's Gemm mapper.
+const std::map<std::string, Mapper>& contrib_mappers();
+Mapper contrib_gemm_mapper();
 
 // Norms (every spelling of docs/onnx.md) and Gelu's Erf spelling, matched over the whole
 // graph before the nodes are mapped one by one. Each match marks the nodes it spans

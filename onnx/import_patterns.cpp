@@ -35,7 +35,9 @@ class Matcher {
           is(i, "SimplifiedLayerNormalization") ||
           is(i, "SimplifiedLayerNormalization", "com.microsoft"))
         try_norm_op(i);
-      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);
+      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, false);
+      if (is(i, "SkipSimplifiedLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, true);
+      if (is(i, "EmbedLayerNormalization", "com.microsoft")) try_embed_layer_norm(i);
       if (is(i, "Erf")) try_gelu(i);
       if (is(i, "Softmax")) try_masked_softmax(i);
     }
@@ -172,6 +174,11 @@ class Matcher {
     std::string weight, bias;  // ONNX constants, empty when absent
     std::string out;           // the ONNX value the norm computes
     std::string mean_out, inv_std_out;  // LayerNormalization's statistics outputs, if read
+    // A LayerNorm spelled as a centering and an RMSNorm of it (absorb_centering): the value
+    // the norm reads, transposed by `perm` (when not empty) into the shape of `x`.
+    std::string source;
+    std::vector<int64_t> perm;
+    std::string transpose_name;
     Nodes nodes;
     std::string name;  // empty: from the nodes' common path
   };
@@ -188,7 +195,12 @@ class Matcher {
         norm.nodes.insert(norm.nodes.end(), p.begin(), p.end());
       }
     }
-    p.clear();
+    bias_tail(norm);
+  }
+  // After the (weighted) normalized value: an optional Add of a bias.
+  void bias_tail(Norm& norm) const {
+    const std::vector<int64_t>& x = im_.shape(norm.x);
+    Nodes p;
     if (auto add = sole_use(norm.out, "Add", p)) {
       const auto b = other(*add, norm.out);
       if (b && affine_fits(root(*b), x, norm.normalized)) {
@@ -253,6 +265,74 @@ class Matcher {
            root(nodes_[m].inputs[0]) == root(nodes_[s].inputs[0]);
   }
 
+  // An RMSNorm of Transpose(Sub(y, ReduceMean(y, A))) (ONNX Runtime's transpose optimizer
+  // pushes a channels-last Transpose behind the centering of torch's decomposed LayerNorm;
+  // its SimplifiedLayerNormFusion then fuses the rest): a LayerNorm of y transposed, when
+  // the reduced axes A, carried through the Transpose, are the RMSNorm's axes and the
+  // centering's values are read by the norm alone. Turns `norm` into that LayerNorm.
+  bool absorb_centering(Norm& norm) const {
+    std::string c = root(norm.x);
+    Nodes path;
+    std::vector<int64_t> perm;
+    std::string transpose_name;
+    int p = im_.producer(c);
+    if (p >= 0 && is(size_t(p), "Transpose")) {
+      const auto& t = nodes_[size_t(p)];
+      const int64_t rank = int64_t(im_.shape(norm.x).size());
+      perm = im_.attr_ints(t, "perm", {});
+      if (int64_t(perm.size()) != rank) return false;
+      transpose_name = t.name.empty() ? t.outputs[0] : t.name;
+      path.push_back(size_t(p));
+      c = root(t.inputs[0]);
+      p = im_.producer(c);
+    }
+    // Without the Transpose, Sub(y, mean(y)) before an RMSNorm is what `fold --mode
+    // training` writes for a centered lookup: it stays a centering and an RMSNorm.
+    if (perm.empty()) return false;
+    if (p < 0 || !is(size_t(p), "Sub") || nodes_[size_t(p)].inputs.size() != 2) return false;
+    const auto& sub = nodes_[size_t(p)];
+    const std::string y = root(sub.inputs[0]);
+    const int m = im_.producer(root(sub.inputs[1]));
+    if (m < 0 || !is(size_t(m), "ReduceMean") || root(nodes_[size_t(m)].inputs[0]) != y ||
+        !im_.has_shape(y) || !im_.is_float_value(y))
+      return false;
+    const auto axes = kept_axes(size_t(m), int64_t(im_.shape(y).size()));
+    if (!axes) return false;
+    Axes mapped;
+    for (int64_t a : *axes) {
+      if (perm.empty()) {
+        mapped.push_back(a);
+        continue;
+      }
+      for (size_t j = 0; j < perm.size(); ++j)
+        if (perm[j] == a) mapped.push_back(int64_t(j));
+    }
+    std::sort(mapped.begin(), mapped.end());
+    if (mapped != norm.normalized) return false;
+    path.push_back(size_t(p));
+    path.push_back(size_t(m));
+    // Every value from the mean to the norm's input is read inside the norm only.
+    Nodes all = norm.nodes;
+    all.insert(all.end(), path.begin(), path.end());
+    const Nodes centering = path;
+    for (size_t k : centering)
+      for (const std::string& out : nodes_[k].outputs) {
+        Nodes aliases;
+        const auto u = uses(out, aliases);
+        if (!u) return false;
+        for (size_t r : *u)
+          if (std::find(all.begin(), all.end(), r) == all.end()) return false;
+        all.insert(all.end(), aliases.begin(), aliases.end());
+        path.insert(path.end(), aliases.begin(), aliases.end());
+      }
+    norm.op = Op::layer_norm;
+    norm.source = y;
+    norm.perm = perm;
+    norm.transpose_name = transpose_name;
+    norm.nodes.insert(norm.nodes.end(), path.begin(), path.end());
+    return true;
+  }
+
   // Pow 2 | Mul(x, x) -> ReduceMean -> Add eps -> Sqrt -> Div | Reciprocal.Mul -> [Mul weight]
   // -> [Add bias].
   void try_rms_norm_decomposed(size_t q) {
@@ -263,8 +343,7 @@ class Matcher {
     norm.x = root(n.inputs[0]);
     const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
                                            : root(n.inputs[1]) == norm.x;
-    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x) || centered_by_sub(norm.x))
-      return;
+    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x)) return;
     const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
     Nodes& path = norm.nodes;
     path.push_back(q);
@@ -280,8 +359,10 @@ class Matcher {
     if (!div) return;
     norm.eps = den->eps;
     norm.out = nodes_[*div].outputs[0];
+    const bool centered = absorb_centering(norm);
+    if (!centered && centered_by_sub(norm.x)) return;
     affine_tail(norm);
-    add(std::move(norm), "RMSNormalization");
+    add(std::move(norm), centered ? "LayerNormalization" : "RMSNormalization");
   }
 
   // Softmax(x + M) with M a constant of 0 and -inf (nn.MultiheadAttention's additive
@@ -380,35 +461,133 @@ class Matcher {
     norm.out = n.outputs[0];
     norm.nodes = {i};
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    if (norm.op == Op::rms_norm && norm.inv_std_out.empty() && absorb_centering(norm)) bias_tail(norm);
     add(std::move(norm), "");
   }
 
-  // ONNX Runtime's SkipLayerNormalization: s = input + skip (+ bias), then a LayerNorm of s
-  // over the last axis; output 3 is s.
-  void try_skip_layer_norm(size_t i) {
+  // ONNX Runtime's SkipLayerNormalization (input, skip, gamma, beta, bias) and
+  // SkipSimplifiedLayerNormalization (input, skip, gamma, bias): s = input + skip (+ bias),
+  // then a LayerNorm (an RMSNorm) of s over the last axis with epsilon (default 1e-12);
+  // output 3 is s. Outputs 1 and 2 (mean and inverse standard deviation of s, kept as a
+  // last dim of 1), when read, are computed beside the norm as LayerNormalization's are
+  // (statistics); the simplified norm's output 1 is not defined and stays opaque.
+  void try_skip_layer_norm(size_t i, bool simplified) {
     const auto& n = nodes_[i];
-    if (im_.used(n, 1) || im_.used(n, 2) || n.inputs.size() < 3 || !im_.has_shape(n.inputs[0])) return;
+    if (n.inputs.size() < 3 || !im_.has_shape(n.inputs[0]) || !im_.has_shape(n.inputs[1])) return;
+    if (simplified && im_.used(n, 1)) return;
+    if (im_.used(n, 2) && (!op_from_name("sqrt") || !op_from_name("reciprocal"))) return;
     const std::vector<int64_t>& x = im_.shape(n.inputs[0]);
+    if (x.empty()) return;
     const Axes last = {static_cast<int64_t>(x.size()) - 1};
     if (!affine_fits(n.inputs[2], x, last)) return;
-    const bool has_beta = n.inputs.size() > 3 && !n.inputs[3].empty();
-    const bool has_bias = n.inputs.size() > 4 && !n.inputs[4].empty();
-    if ((has_beta && !affine_fits(n.inputs[3], x, last)) || (has_bias && !affine_fits(n.inputs[4], x, last)))
+    const size_t bias_at = simplified ? 3 : 4;
+    const bool has_beta = !simplified && n.inputs.size() > 3 && !n.inputs[3].empty();
+    const bool has_bias = n.inputs.size() > bias_at && !n.inputs[bias_at].empty();
+    if ((has_beta && !affine_fits(n.inputs[3], x, last)) ||
+        (has_bias && !affine_fits(n.inputs[bias_at], x, last)))
       return;
-    const double eps = im_.attr_f(n, "epsilon", 1e-12);
-    const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+    Norm norm;
+    norm.op = simplified ? Op::rms_norm : Op::layer_norm;
+    norm.axes = {-1};
+    norm.normalized = last;
+    norm.eps = im_.attr_f(n, "epsilon", 1e-12);
+    norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    if (im_.used(n, 1)) norm.mean_out = n.outputs[1];
+    if (im_.used(n, 2)) norm.inv_std_out = n.outputs[2];
     im_.consume(i);
     matches_[i] = [=, &n](Importer& im) {
-      std::string s = im.emit(im.named_node(name + ".sum", Op::add,
-                                            {im.value(n.inputs[0]), im.value(n.inputs[1])}));
+      std::string s = im.emit(im.named_node(norm.name + ".sum", Op::add, {im.value(n.inputs[0]), im.value(n.inputs[1])}));
       if (has_bias)
-        s = im.emit(im.named_node(name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[4], {x.back()})}));
+        s = im.emit(im.named_node(norm.name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[bias_at], {x.back()})}));
       if (n.outputs.size() > 3 && !n.outputs[3].empty()) im.alias_lnv(n.outputs[3], s);
-      lnv::Node ln = im.named_node(name, Op::layer_norm, {s});
-      ln.axes = {-1};
-      ln.eps = eps;
+      lnv::Node ln = im.named_node(norm.name, norm.op, {s});
+      ln.axes = norm.axes;
+      ln.eps = norm.eps;
       ln.weight = im.param_as(n.inputs[2], {x.back()});
       if (has_beta) ln.bias = im.param_as(n.inputs[3], {x.back()});
+      const std::string ln_name = ln.name;
+      im.emit_final(std::move(ln), n.outputs[0]);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm, s);
+      im.record_norm(ln_name, {i});
+    };
+  }
+
+  // ONNX Runtime's EmbedLayerNormalization: word_embedding[input_ids] +
+  // position_embedding[position_ids] (rows 0 .. S-1 when position_ids is absent) (+
+  // segment_embedding[segment_ids]), then a LayerNorm over the last axis with gamma, beta and
+  // epsilon (default 1e-12); output 2 is the sum. Matched when the ids are integer graph
+  // inputs and the tables constants; when its mask_index output is read (an integer) it
+  // stays opaque.
+  // The integer graph input `v` is, directly or through a Cast (ONNX Runtime's transformer
+  // optimizer casts int64 ids to int32), or "".
+  std::string index_source(const std::string& v) const {
+    if (im_.is_index_input(v)) return v;
+    const int p = im_.producer(v);
+    if (p >= 0 && nodes_[size_t(p)].op_type == "Cast" && nodes_[size_t(p)].domain.empty() &&
+        im_.is_index_input(nodes_[size_t(p)].inputs[0]))
+      return nodes_[size_t(p)].inputs[0];
+    return "";
+  }
+
+  void try_embed_layer_norm(size_t i) {
+    const auto& n = nodes_[i];
+    auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
+    if (n.inputs.size() < 7 || im_.used(n, 1)) return;
+    const std::string ids_in = index_source(n.inputs[0]);
+    const std::string seg_in = given(1) ? index_source(n.inputs[1]) : "";
+    const std::string pos_in = given(8) ? index_source(n.inputs[8]) : "";
+    if (ids_in.empty() || given(1) != given(4) || (given(1) && seg_in.empty()) || (given(8) && pos_in.empty()))
+      return;
+    for (size_t k : {2, 3, 4, 5, 6})
+      if (given(k) && (!im_.is_constant(n.inputs[k]) || !im_.is_float_value(n.inputs[k]))) return;
+    const auto& ids = im_.shape(n.inputs[0]);
+    const auto& word = im_.shape(n.inputs[2]);
+    const auto& pos = im_.shape(n.inputs[3]);
+    if (ids.size() != 2 || word.size() != 2 || pos.size() != 2 || pos[1] != word[1] || pos[0] < ids[1]) return;
+    const int64_t d = word[1];
+    if (im_.numel(n.inputs[5]) != d || im_.numel(n.inputs[6]) != d) return;
+    if (given(4) && (im_.shape(n.inputs[4]).size() != 2 || im_.shape(n.inputs[4])[1] != d)) return;
+    Norm norm;
+    norm.axes = {-1};
+    norm.eps = im_.attr_f(n, "epsilon", 1e-12);
+    norm.name = n.name.empty() ? n.outputs[0] : n.name;
+    im_.consume(i);
+    // A Cast of the ids that only this node reads goes with it.
+    for (size_t k : {size_t(0), size_t(1), size_t(8)}) {
+      if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
+      const int c = im_.producer(n.inputs[k]);
+      const auto& readers = im_.consumers(n.inputs[k]);
+      if (c >= 0 && !im_.is_graph_output(n.inputs[k]) &&
+          std::all_of(readers.begin(), readers.end(), [&](int r) { return size_t(r) == i; }))
+        im_.consume(size_t(c));
+    }
+    matches_[i] = [=, &n](Importer& im) {
+      auto lookup = [&](size_t table, const std::string& index, const char* what) {
+        lnv::Node e = im.named_node(norm.name + "." + what, Op::embedding, {im.value(index)});
+        e.weight = im.value(n.inputs[table]);
+        im.note_index_range(index, im.shape(n.inputs[table])[0]);
+        return im.emit(std::move(e));
+      };
+      std::string sum = lookup(2, ids_in, "word");
+      std::string position;
+      if (given(8)) {
+        position = lookup(3, pos_in, "position");
+      } else {
+        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(n.inputs[3])});
+        rows.axes = {0};
+        rows.starts = {0};
+        rows.ends = {ids[1]};
+        rows.steps = {1};
+        position = im.emit(std::move(rows));
+      }
+      sum = im.emit(im.named_node(norm.name + ".sum", Op::add, {sum, position}));
+      if (given(1)) sum = im.emit(im.named_node(norm.name + ".sum_segment", Op::add, {sum, lookup(4, seg_in, "segment")}));
+      if (n.outputs.size() > 2 && !n.outputs[2].empty()) im.alias_lnv(n.outputs[2], sum);
+      lnv::Node ln = im.named_node(norm.name, Op::layer_norm, {sum});
+      ln.axes = norm.axes;
+      ln.eps = norm.eps;
+      ln.weight = im.param_as(n.inputs[5], {d});
+      ln.bias = im.param_as(n.inputs[6], {d});
       const std::string ln_name = ln.name;
       im.emit_final(std::move(ln), n.outputs[0]);
       im.record_norm(ln_name, {i});
@@ -493,8 +672,8 @@ class Matcher {
 
   // Mean = mean(x) and InvStdDev = 1 / sqrt(mean(center(x)^2) + eps) over the norm's axes,
   // kept (LayerNormalization's outputs 1 and 2).
-  static void statistics(Importer& im, const Norm& norm) {
-    const std::string x = im.value(norm.x);
+  static void statistics(Importer& im, const Norm& norm, const std::string& lnv_x) {
+    const std::string x = lnv_x;
     auto reduce = [&](const std::string& want, const std::string& in) {
       lnv::Node m = im.named_node(want, Op::mean, {in});
       m.axes = norm.axes;
@@ -503,9 +682,12 @@ class Matcher {
     };
     if (!norm.mean_out.empty()) im.emit_final(reduce(norm.name + ".Mean", x), norm.mean_out);
     if (norm.inv_std_out.empty()) return;
-    lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
-    c.axes = norm.axes;
-    const std::string centered = im.emit(std::move(c));
+    std::string centered = x;  // an RMSNorm's "variance" is the mean square of x itself
+    if (norm.op == Op::layer_norm) {
+      lnv::Node c = im.named_node(norm.name + ".centered", Op::center, {x});
+      c.axes = norm.axes;
+      centered = im.emit(std::move(c));
+    }
     const std::string sq = im.emit(im.named_node(norm.name + ".square", Op::mul, {centered, centered}));
     const std::string var = im.emit(reduce(norm.name + ".var", sq));
     const std::string ve = im.emit(im.named_node(norm.name + ".var_eps", Op::add,
@@ -520,7 +702,13 @@ class Matcher {
     if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
     const size_t last = *std::max_element(norm.nodes.begin(), norm.nodes.end());
     matches_[last] = [norm = std::move(norm)](Importer& im) {
-      lnv::Node ln = im.named_node(norm.name, norm.op, {im.value(norm.x)});
+      std::string in = im.value(norm.source.empty() ? norm.x : norm.source);
+      if (!norm.perm.empty()) {
+        lnv::Node t = im.named_node(norm.transpose_name, Op::transpose, {in});
+        t.perm = norm.perm;
+        in = im.emit(std::move(t));
+      }
+      lnv::Node ln = im.named_node(norm.name, norm.op, {in});
       ln.axes = norm.axes;
       ln.eps = norm.eps;
       const std::vector<int64_t>& x = im.shape(norm.x);
@@ -529,7 +717,7 @@ class Matcher {
       if (!norm.bias.empty()) ln.bias = im.param_as(norm.bias, over);
       const std::string name = ln.name;
       im.emit_final(std::move(ln), norm.out);
-      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm);
+      if (!norm.mean_out.empty() || !norm.inv_std_out.empty()) statistics(im, norm, im.value(norm.x));
       Nodes sorted = norm.nodes;
       std::sort(sorted.begin(), sorted.end());
       im.record_norm(name, sorted);

@@ -64,6 +64,14 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
     if ((onnx_domain || domain == "com.microsoft") && key == "SimplifiedLayerNormalization" &&
         max_version >= 1)
       return &simplified_;
+    if (domain == "com.microsoft") {
+      if (const ox::OpSchema* s = contrib_schema(key)) return s;
+    }
+    // ONNX Runtime registers LayerNormalization in the default domain from version 1 and
+    // writes it into graphs of any opset (its LayerNormFusion): checked and inferred with
+    // the opset-17 schema.
+    if (onnx_domain && key == "LayerNormalization" && max_version < 17 && max_version >= 1)
+      return ox::OpSchemaRegistry::Instance()->GetSchema(key, 17, domain);
     if (!onnx_domain || max_version <= kKnownOpset)
       return ox::OpSchemaRegistry::Instance()->GetSchema(key, max_version, domain);
     auto it = newer_.find(key);

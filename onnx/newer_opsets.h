@@ -5,10 +5,16 @@
 // takes saturate). Other ops of a newer opset resolve to their opset-17 schema.
 #pragma once
 
+#include <string>
+
 #include <onnx/defs/schema.h>
 
 namespace lnv::onnx_import {
 
 const ::onnx::ISchemaRegistry* newer_opset_registry();
+
+// The schema of ONNX Runtime's com.microsoft op `op` when lnverify imports it
+// (onnx/contrib_schemas.cpp), else nullptr.
+const ::onnx::OpSchema* contrib_schema(const std::string& op);
 
 }  // namespace lnv::onnx_import

@@ -182,4 +182,61 @@ run "a computed norm weight: the training fold refuses" 2 "$LNV" fold "$T/cast_s
 has "a computed norm weight: names it" "--mode training: the RMSNorm at 'ln/RMS' reads its weight 'g', which the file does not store as an initializer"
 absent "a computed norm weight: nothing written" "$T/ct.onnx"
 
+# --- ONNX Runtime's contrib ops: a missing input, a wrong attribute, a bias of the wrong
+# shape, an attribute the op does not have, and the CPU-specific nchwc layout ops ---------
+/usr/bin/python3 - "$T" <<'PY' || bad "building the bad contrib models"
+import os, sys
+import numpy as np
+from onnx import helper as h, numpy_helper, TensorProto as TP
+out = sys.argv[1]
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(np.asarray(a, np.float32), n)
+MS = "com.microsoft"
+
+
+def save(name, node, inits, y_shape=(2, 3, 8), opsets=(("", 17), (MS, 1))):
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", TP.FLOAT, [2, 3, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, list(y_shape))], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid(d, v) for d, v in opsets])
+    m.ir_version = 8
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+w = t("w", rng.standard_normal((8, 8)))
+g8 = t("gamma", 1 + 0.1 * rng.standard_normal(8))
+save("c_missing_input.onnx", h.make_node("FusedMatMul", ["x"], ["y"], name="mm", domain=MS), [])
+save("c_bad_trans.onnx", h.make_node("FusedMatMul", ["x", "w"], ["y"], name="mm", domain=MS, transB=2), [w])
+save("c_bad_activation.onnx", h.make_node("FusedGemm", ["x2", "w"], ["y"], name="gemm", domain=MS,
+                                          activation="Swish"), [w, t("x2", np.ones((3, 8)))], y_shape=(3, 8))
+save("c_skip_no_gamma.onnx", h.make_node("SkipLayerNormalization", ["x", "x"], ["y"], name="sln", domain=MS), [])
+save("c_bias_shape.onnx", h.make_node("BiasGelu", ["x", "b"], ["y"], name="bg", domain=MS),
+     [t("b", np.ones(5))])
+save("c_unknown_attr.onnx", h.make_node("Gelu", ["x"], ["y"], name="gelu", domain=MS, approximate="tanh"), [])
+save("c_softmax_no_broadcast.onnx", h.make_node("BiasSoftmax", ["x", "b"], ["y"], name="bsm", domain=MS, axis=2),
+     [t("b", np.ones((1, 3, 8)))])
+save("c_nchwc.onnx", h.make_node("ReorderInput", ["x"], ["y"], name="reorder", domain="com.microsoft.nchwc"),
+     [], opsets=(("", 17), (MS, 1), ("com.microsoft.nchwc", 1)))
+PY
+contrib_bad() {  # NAME FILE PATTERN: audit and fold exit 2 with PATTERN, fold writes nothing
+  run "$1: audit" 2 "$LNV" audit "$T/$2"
+  has "$1: says so" "$3"
+  run "$1: fold" 2 "$LNV" fold "$T/$2" -o "$T/$2.out.onnx"
+  absent "$1: nothing written" "$T/$2.out.onnx"
+}
+contrib_bad "FusedMatMul without B" c_missing_input.onnx "Node \(mm\) has input size 1 not in range \[min=2, max=2\]"
+contrib_bad "FusedMatMul transB=2" c_bad_trans.onnx "node 'mm' \(com.microsoft.FusedMatMul\): transB is 2; expected 0 or 1"
+contrib_bad "FusedGemm activation Swish" c_bad_activation.onnx "node 'gemm' \(com.microsoft.FusedGemm\): activation 'Swish' is not an activation ONNX Runtime fuses"
+contrib_bad "SkipLayerNormalization without gamma" c_skip_no_gamma.onnx "Node \(sln\) has input size 2 not in range \[min=3, max=5\]"
+contrib_bad "BiasGelu bias of 5 on 8" c_bias_shape.onnx "node 'bg' \(com.microsoft.BiasGelu\): input 1 \('b'\) has shape \[5\]"
+contrib_bad "Gelu with an attribute it lacks" c_unknown_attr.onnx "Unrecognized attribute: approximate for operator Gelu"
+has "Gelu with an attribute it lacks: names the node" "Name: gelu OpType: Gelu"
+contrib_bad "BiasSoftmax without is_inner_broadcast" c_softmax_no_broadcast.onnx "Required attribute 'is_inner_broadcast' is missing"
+has "BiasSoftmax without is_inner_broadcast: names the node" "Name: bsm OpType: BiasSoftmax"
+E="$ROOT/tests/data/onnx/contrib/embed_layer_norm_position_ids/model.onnx"
+run "fold of a foldable EmbedLayerNormalization" 2 "$LNV" fold "$E" -o "$T/emb.onnx"
+has "EmbedLayerNormalization: says to fold before the transformer optimizer" "norm 'emb' \(com.microsoft.EmbedLayerNormalization\): the ONNX writer does not rewrite it"
+absent "EmbedLayerNormalization: nothing written" "$T/emb.onnx"
+contrib_bad "nchwc layout ops" c_nchwc.onnx "node 'reorder' \(com.microsoft.nchwc.ReorderInput\).*save the model at level 'extended'"
+
 finish

@@ -4,9 +4,11 @@
 // test data folders (test_data_set_0/input_0.pb ...), which lnverify reads with
 // onnx_import::load_tensor_pb.
 //
-//   node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--optimized FILE] INPUT.pb...
+//   node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--level L] [--optimized FILE] INPUT.pb...
 //
 // --optimized FILE saves the graph ORT runs after its optimisations (its fusions), as ONNX.
+// --level L sets ORT's graph optimization level: disabled, basic, extended or all (ORT's
+// default, all, adds com.microsoft.nchwc layout ops specific to the CPU that runs it).
 //
 // Inputs are fed to the model's inputs in order (or by the TensorProto's name, when it
 // names one of them); output k is written to OUT_DIR/output_<k>.pb, named as the graph
@@ -136,14 +138,19 @@ function encodeTensor(name, tensor) {
 
 // --- the run -----------------------------------------------------------------------------
 async function main(argv) {
-  const usage = 'usage: node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--optimized FILE] INPUT.pb...';
+  const usage = 'usage: node tools/ort_run.js MODEL.onnx OUT_DIR [--threads N] [--level L] [--optimized FILE] INPUT.pb...';
   const args = [];
   let threads = 1;
   let optimized = null;
+  let level = null;
   for (let i = 0; i < argv.length; ++i) {
     if (argv[i] === '--threads') {
       threads = Number(argv[++i]);
       if (!Number.isInteger(threads) || threads < 1) fail(`--threads: expected a whole number >= 1, got '${argv[i]}'`);
+    } else if (argv[i] === '--level') {
+      level = argv[++i];
+      if (!['disabled', 'basic', 'extended', 'all'].includes(level))
+        fail(`--level: expected disabled, basic, extended or all, got '${level}'`);
     } else if (argv[i] === '--optimized') {
       optimized = argv[++i];
       if (!optimized) fail('--optimized: expected a file name');
@@ -164,6 +171,7 @@ async function main(argv) {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     ...(optimized ? { optimizedModelFilePath: optimized } : {}),
+    ...(level ? { graphOptimizationLevel: level } : {}),
   });
   if (inputs.length !== session.inputNames.length)
     fail(`${model} has ${session.inputNames.length} inputs (${session.inputNames.join(', ')}), got ${inputs.length} files`);

@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -316,6 +317,76 @@ TEST(OrtFusion, RunsEachDecomposedRmsNormAsOneFusedKernel) {
     ++checked;
   }
   EXPECT_GE(checked, 5);
+}
+
+// The com.microsoft nodes of a model, serialized, by node name.
+std::map<std::string, std::string> contrib_nodes(const fs::path& model, bool with_inputs) {
+  onnx::ModelProto mp;
+  std::ifstream in(model, std::ios::binary);
+  if (!mp.ParseFromIstream(&in)) throw std::runtime_error("cannot parse " + model.string());
+  std::map<std::string, std::string> out;
+  for (onnx::NodeProto n : mp.graph().node()) {
+    if (n.domain() != "com.microsoft") continue;
+    if (!with_inputs) n.clear_input();
+    out[n.name()] += n.op_type() + ":" + n.SerializeAsString() + ";";
+  }
+  return out;
+}
+
+// The fold of a graph ONNX Runtime optimized (tests/data/onnx/ort_optimized/, level
+// extended) stays optimized: each folded SkipLayerNormalization becomes one
+// SkipSimplifiedLayerNormalization, every other fused node is kept byte for byte (in
+// training its inputs may be renamed to the centered values), and ORT runs the fold within
+// the source export's own float32 noise of lnverify's float64 evaluation of the source, top-1
+// 100%, in both modes.
+TEST(OrtOptimized, FoldStaysFusedAndAgreesWithTheSource) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  if (!fold_writes_onnx()) GTEST_SKIP() << "this lnverify does not write ONNX";
+  int files = 0, skip_norms = 0;
+  for (const fs::directory_entry& f : fs::directory_iterator(kDir / "ort_optimized")) {
+    const std::string stem = f.path().stem().string();
+    if (stem.size() < 9 || stem.substr(stem.size() - 9) != "_extended") continue;
+    const Export source{stem.substr(0, stem.rfind('_')), stem.substr(0, stem.find("_opset")) + "_data"};
+    const fs::path input = kDir / source.data / "test_data_set_0/input_0.pb";
+    const Tensor torch = load_tensor_pb(kDir / source.data / "test_data_set_0/output_0.pb");
+    std::string why;
+    const auto ref = exact(source, load_tensor_pb(input), why);
+    ASSERT_TRUE(ref) << why;
+    const double bound = kNoiseFactor * std::max(max_abs_diff(torch.floats, *ref), std::ldexp(largest(*ref), -23));
+    const auto ref_top1 = top1(*ref, torch.dims);
+    for (const char* mode : {"inference", "training"}) {
+      const fs::path dir = scratch(stem + "." + mode);
+      std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(f.path()) + " -o " +
+                        shell_quoted(dir / "folded.onnx") + " --mode " + mode;
+      for (const auto& [name, value] : dims_of(f.path())) cmd += " --dim " + name + "=" + std::to_string(value);
+      ASSERT_EQ(std::system((cmd + " > " + shell_quoted(dir / "fold.log") + " 2>&1").c_str()), 0) << cmd;
+      const bool inference = std::string(mode) == "inference";
+      const auto before = contrib_nodes(f.path(), inference);
+      const auto after = contrib_nodes(dir / "folded.onnx", inference);
+      int skip_before = 0, skip_after = 0, simplified = 0;
+      for (const auto& [name, node] : before) {
+        if (node.rfind("SkipLayerNormalization:", 0) == 0) ++skip_before;
+        else EXPECT_EQ(after.count(name) ? after.at(name) : "", node) << stem << " " << mode << ": " << name;
+      }
+      for (const auto& [name, node] : after) {
+        skip_after += node.rfind("SkipLayerNormalization:", 0) == 0;
+        simplified += node.rfind("SkipSimplifiedLayerNormalization:", 0) == 0;
+      }
+      EXPECT_EQ(simplified, skip_before - skip_after) << stem << " " << mode;
+      skip_norms += simplified;
+      const Tensor out = run_ort(dir / "folded.onnx", input, dir / "out");
+      const double diff = max_abs_diff(out.floats, *ref);
+      const auto out_top1 = top1(out.floats, out.dims);
+      std::cout << stem << " fold --mode " << mode << ": " << simplified << " SkipSimplifiedLayerNormalization, "
+                << "max |ORT - lnverify f64 of the source| " << diff << " (bound " << bound << "), top-1 "
+                << agreeing(out_top1, ref_top1) << "/" << ref_top1.size() << "\n";
+      EXPECT_LE(diff, bound) << stem << " " << mode;
+      EXPECT_EQ(agreeing(out_top1, ref_top1), ref_top1.size()) << stem << " " << mode;
+    }
+    ++files;
+  }
+  EXPECT_EQ(files, 16);
+  EXPECT_GE(skip_norms, 2) << "no SkipLayerNormalization was folded";
 }
 
 TEST(OrtExports, AreFound) { EXPECT_GE(exports().size(), 11u); }

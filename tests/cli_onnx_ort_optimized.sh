@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ONNX Runtime's optimized graphs read like their sources: every committed export saved by
+# ONNX Runtime 1.30's offline optimizer at levels basic and extended
+# (tests/data/onnx/ort_optimized/, scripts/make_ort_optimized_models.sh) has the same
+# LayerNorms with the same verdicts as its source, computes the same function (`equiv`,
+# float32 storage of the constants ORT pre-computed allowed), and its verdicts are proved
+# by `check` (the extended ones).
+#   bash tests/cli_onnx_ort_optimized.sh PATH/TO/lnverify
+set -uo pipefail
+source "$(dirname "$0")/cli_lib.sh" "$1"
+O="$ROOT/tests/data/onnx/ort_optimized"
+
+dims() { case "$1" in bert*|prenorm*|gpt2*) echo "--dim batch=1 --dim seq=4" ;; *) echo "--dim batch=1" ;; esac; }
+# Each LN's two verdicts, one line per LN in topological order.
+verdicts() { awk '$2 ~ /^(yes|no)$/ && $3 ~ /^(yes|no)$/ { print $2, $3 }' "$T/out"; }
+
+count=0
+for f in "$O"/*_basic.onnx "$O"/*_extended.onnx; do
+  b=$(basename "$f" .onnx)
+  src="$ROOT/tests/data/onnx/${b%_*}.onnx"
+  count=$((count + 1))
+  # shellcheck disable=SC2046
+  run "$b: audit of the source" 0 "$LNV" audit "$src" $(dims "$b") || continue
+  want=$(verdicts)
+  want_summary=$(grep -E "LayerNorms foldable" "$T/out" | cut -d';' -f1)  # the counts
+  # shellcheck disable=SC2046
+  run "$b: audit" 0 "$LNV" audit "$f" $(dims "$b") || continue
+  if [ -n "$want" ] && [ "$(verdicts)" == "$want" ]; then ok "$b: the source's LNs and verdicts"
+  else bad "$b: LNs or verdicts differ from the source's: $(verdicts | tr '\n' ';') vs $(echo "$want" | tr '\n' ';')"; fi
+  if grep -Fq -- "$want_summary;" "$T/out"; then ok "$b: the source's summary"; else bad "$b: summary differs from the source's: $want_summary"; fi
+  # shellcheck disable=SC2046
+  run "$b: equiv SOURCE OPTIMIZED" 0 "$LNV" equiv "$src" "$f" $(dims "$b")
+  has "$b: equal" "result: equal \(1 equal, 0 different, 0 inconclusive\)"
+  [ "${b##*_}" == extended ] || continue  # check: the extended files (the basic ones hold no contrib op)
+  # shellcheck disable=SC2046
+  run "$b: check" 0 "$LNV" check "$f" $(dims "$b") --trials 1 --forced-folds 2
+  has "$b: holds" "result: holds \([0-9]+ hold, 0 fail, 0 inconclusive\)"
+done
+if [ "$count" -eq 32 ]; then ok "32 optimized files (16 exports x 2 levels)"; else bad "$count optimized files, expected 32"; fi
+
+# The fused ops these files hold (so the checks above cover them).
+for op in FusedMatMul BiasGelu FusedGemm SkipLayerNormalization SimplifiedLayerNormalization; do
+  if grep -aqc "$op" "$O"/*_extended.onnx; then ok "extended files use $op"; else bad "no extended file uses $op"; fi
+done
+finish
