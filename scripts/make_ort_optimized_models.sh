@@ -8,7 +8,7 @@
 #
 #   bash scripts/make_ort_optimized_models.sh [OUT_DIR]
 #
-# Needs node and onnxruntime-node (scripts/setup.sh). Prints the op types of each file.
+# Needs node and onnxruntime-node (bash scripts/setup.sh --tests). Prints the op types of each file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-tests/data/onnx/ort_optimized}

@@ -79,7 +79,7 @@ run "missing -o" 2 "$LNV" export "$G"
 # --- ONNX Runtime ------------------------------------------------------------------------
 ORT="${LNV_ONNXRUNTIME_NODE:-$HOME/.cache/lnverify/onnxruntime/node_modules/onnxruntime-node}"
 if ! command -v node > /dev/null || [ ! -d "$ORT" ]; then
-  echo "skip  ONNX Runtime: node or onnxruntime-node ($ORT) is missing (scripts/setup.sh installs them)"
+  echo "skip  ONNX Runtime: node or onnxruntime-node ($ORT) is missing (bash scripts/setup.sh --tests installs them)"
   finish
   exit
 fi

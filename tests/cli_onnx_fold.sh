@@ -161,7 +161,7 @@ print("float16 folds in ORT: within the original's float16 noise")
 PY
   has "float16 model: both folds in ONNX Runtime within the original's float16 noise" "^float16 folds in ORT: within"
 else
-  echo "skip  float16 folds in ONNX Runtime: node or onnxruntime-node missing (bash scripts/setup.sh)"
+  echo "skip  float16 folds in ONNX Runtime: node or onnxruntime-node missing (bash scripts/setup.sh --tests)"
 fi
 
 finish

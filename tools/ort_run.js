@@ -13,7 +13,7 @@
 // Inputs are fed to the model's inputs in order (or by the TensorProto's name, when it
 // names one of them); output k is written to OUT_DIR/output_<k>.pb, named as the graph
 // output, in its own type (float32, float16, ...) as raw little-endian data. onnxruntime-node is required from
-// ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}/node_modules (scripts/setup.sh).
+// ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}/node_modules (bash scripts/setup.sh --tests).
 // Exit 2 with a message on bad arguments or a missing runtime; ORT's own errors exit 1.
 'use strict';
 const fs = require('fs');
@@ -163,7 +163,7 @@ async function main(argv) {
   try {
     ort = require(path.join(ortDir, 'node_modules', 'onnxruntime-node'));
   } catch (e) {
-    fail(`onnxruntime-node not found under ${ortDir}/node_modules (bash scripts/setup.sh installs it): ${e.message}`);
+    fail(`onnxruntime-node not found under ${ortDir}/node_modules (bash scripts/setup.sh --tests installs it): ${e.message}`);
   }
   if (!fs.existsSync(model)) fail(`${model}: no such file`);
   const session = await ort.InferenceSession.create(model, {
