@@ -215,7 +215,6 @@ class Rewriter {
       const int32_t i = node_of(t.node, "term");
       if (t.kind == CenterTerm::Kind::producer && g_.nodes[i].op == Op::mul) {
         scales.push_back(layer_scale(i));
-        for (const auto& [use, c] : layer_scale_uses(scales.back())) wanted[use] = c;
       } else if (t.kind == CenterTerm::Kind::producer) {
         for (const auto& [use, c] : producer_uses(i)) wanted[use] = c;
       } else {
@@ -227,6 +226,10 @@ class Rewriter {
           it->second = c;
       }
     }
+    // A LayerScale's producer also centered on its own (a forced fold may ask for both):
+    // the LayerScale's centering wins, as the mul it rewrites reads the scaled producer.
+    for (const analysis::LayerScale& ls : scales)
+      for (const auto& [use, c] : layer_scale_uses(ls)) wanted[use] = c;
     // Every use of every param, grouped by param.
     std::map<std::string, std::vector<Use>> uses_of;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
