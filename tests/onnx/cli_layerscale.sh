@@ -5,8 +5,9 @@
 # its inference fold moves each gamma into the last Linear of its branch (the Mul becomes an
 # Identity, gamma's initializer goes), its training fold computes Mul(W, gamma) and the
 # centering in the graph (gamma kept); both are `equiv` to the source and run in ONNX
-# Runtime within float32 noise of PyTorch's output with the same argmax. torchvision's
-# ConvNeXt keeps its "no" for the LNs after its depthwise convs, LayerScale or not.
+# Runtime within float32 noise of PyTorch's output with the same argmax. A gamma times a
+# Conv folds into the Conv. torchvision's ConvNeXt keeps its "no" for the LNs after its
+# depthwise convs, LayerScale or not.
 #   bash tests/onnx/cli_layerscale.sh PATH/TO/lnverify
 set -uo pipefail
 source "$(dirname "$0")/../cli_lib.sh" "$1"
@@ -75,6 +76,44 @@ PY
 else
   echo "skip  LayerScale folds in ONNX Runtime: node or onnxruntime-node missing (bash scripts/setup.sh)"
 fi
+
+# gamma [C, 1, 1] times a Conv, then channels-last and a LayerNormalization (written with
+# onnx.helper): the inference fold stores C·diag(gamma)·W in the Conv's weight and bias,
+# the training fold computes them in the graph (which the importer reads back as a cbwc
+# Conv); both are equal to the source.
+/usr/bin/python3 - "$T" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto as TP, helper as h, numpy_helper
+rng = np.random.default_rng(7)
+t = lambda name, a: numpy_helper.from_array(a.astype(np.float32), name)
+inits = [t("W", rng.standard_normal((6, 3, 3, 3))), t("B", rng.standard_normal(6)),
+         t("gamma", 1 + 0.5 * rng.standard_normal((6, 1, 1))),
+         t("ln.w", 1 + 0.2 * rng.standard_normal(6)), t("ln.b", 0.3 * rng.standard_normal(6))]
+nodes = [h.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         h.make_node("Mul", ["gamma", "c"], ["s"], name="layer_scale"),
+         h.make_node("Transpose", ["s"], ["cl"], name="to_channels_last", perm=[0, 2, 3, 1]),
+         h.make_node("LayerNormalization", ["cl", "ln.w", "ln.b"], ["y"], name="ln", axis=-1, epsilon=1e-5)]
+g = h.make_graph(nodes, "conv_layer_scale", [h.make_tensor_value_info("x", TP.FLOAT, [2, 3, 4, 4])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [2, 4, 4, 6])], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(sys.argv[1], "conv_ls.onnx"))
+PY
+run "Conv LayerScale: audit" 0 "$LNV" audit "$T/conv_ls.onnx"
+has "Conv LayerScale: the LN folds through the Mul" "1 of 1 LayerNorms foldable \(inference\), 1 \(training\)"
+run "Conv LayerScale: check holds" 0 "$LNV" check "$T/conv_ls.onnx"
+for mode in inference training; do
+  run "Conv LayerScale: $mode fold" 0 "$LNV" fold "$T/conv_ls.onnx" --mode "$mode" -o "$T/conv_ls_$mode.onnx"
+  run "Conv LayerScale: the $mode fold is equal" 0 "$LNV" equiv "$T/conv_ls.onnx" "$T/conv_ls_$mode.onnx" --mode "$mode"
+  has "Conv LayerScale, $mode: equal" "result: equal"
+done
+if /usr/bin/python3 -c "
+import onnx, sys
+g = onnx.load(sys.argv[1]).graph
+assert 'gamma' not in {i.name for i in g.initializer}
+assert {n.name: n.op_type for n in g.node}['layer_scale'] == 'Identity'" "$T/conv_ls_inference.onnx"; then
+  ok "Conv LayerScale: gamma moved into the Conv (Mul -> Identity, gamma dropped)"
+else bad "Conv LayerScale: gamma still read"; fi
 
 # torchvision's ConvNeXt: its layer_scale [C, 1, 1] follows a permute of the block's last
 # Linear (a LayerScale), but every block LN reads a depthwise conv: still "no", naming it.
