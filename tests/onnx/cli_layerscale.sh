@@ -115,6 +115,33 @@ assert {n.name: n.op_type for n in g.node}['layer_scale'] == 'Identity'" "$T/con
   ok "Conv LayerScale: gamma moved into the Conv (Mul -> Identity, gamma dropped)"
 else bad "Conv LayerScale: gamma still read"; fi
 
+# A factor that is not a constant (a gate computed from the input) is no LayerScale: a sound
+# "no" whose reason names the Mul and does not claim that no centering exists.
+/usr/bin/python3 - "$T" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto as TP, helper as h, numpy_helper
+rng = np.random.default_rng(8)
+t = lambda name, a: numpy_helper.from_array(a.astype(np.float32), name)
+inits = [t("W", rng.standard_normal((5, 6))), t("B", rng.standard_normal(6)),
+         t("ln.w", 1 + 0.2 * rng.standard_normal(6)), t("ln.b", 0.3 * rng.standard_normal(6))]
+nodes = [h.make_node("MatMul", ["x", "W"], ["m"], name="proj"),
+         h.make_node("Add", ["m", "B"], ["p"], name="proj_bias"),
+         h.make_node("MatMul", ["x", "W"], ["gm"], name="gate_proj"),
+         h.make_node("Sigmoid", ["gm"], ["g"], name="gate"),
+         h.make_node("Mul", ["p", "g"], ["s"], name="gated"),
+         h.make_node("LayerNormalization", ["s", "ln.w", "ln.b"], ["y"], name="ln", axis=-1, epsilon=1e-5)]
+g = h.make_graph(nodes, "gated", [h.make_tensor_value_info("x", TP.FLOAT, [2, 3, 5])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [2, 3, 6])], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(sys.argv[1], "gated.onnx"))
+PY
+run "a gate, not a LayerScale: audit" 0 "$LNV" audit "$T/gated.onnx"
+has "gate: the LN does not fold" "0 of 1 LayerNorms foldable"
+has "gate: the reason names the Mul and what it is" "\`gated\` \(mul\) multiplies by a factor .* computed from the input"
+lacks "gate: no claim that no centering exists" "no centering makes"
+run "gate: check holds (the no is tight)" 0 "$LNV" check "$T/gated.onnx"
+
 # torchvision's ConvNeXt: its layer_scale [C, 1, 1] follows a permute of the block's last
 # Linear (a LayerScale), but every block LN reads a depthwise conv: still "no", naming it.
 run "ConvNeXt: audit" 0 "$LNV" audit "$D/convnext_tiny_opset17.onnx" --dim batch=2
