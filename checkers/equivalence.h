@@ -15,7 +15,8 @@
 //                    tried too, every producer upstream of the LN that the analysis'
 //                    producer rule accepts (analysis::is_centerable_producer: linear,
 //                    matmul with one param operand, embedding, groups = 1 conv, rnn,
-//                    attention) — centered
+//                    attention, a LayerScale mul with γ moved into its producer) —
+//                    centered
 //                    (all 2^n subsets
 //                    when n <= 6; otherwise the empty and full sets, every singleton and
 //                    every complement of one, then random subsets, up to

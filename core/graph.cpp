@@ -335,9 +335,28 @@ MatmulCentering cbwc_matmul_operand(const Graph& g, int32_t node) {
                    "CBWC on a matmul needs a param operand to center, but both inputs are values");
 }
 
+std::vector<double> scaled_values(const Param& p) {
+  std::vector<double> out(p.values);
+  if (p.scale.empty()) return out;
+  LNV_INTERNAL_ASSERT(p.scale_axis >= 0 && p.scale_axis < int64_t(p.shape.size()) &&
+                          int64_t(p.scale.size()) == p.shape[size_t(p.scale_axis)],
+                      "param '" + p.name + "': its scale does not fit its axis");
+  int64_t inner = 1;
+  for (size_t a = size_t(p.scale_axis) + 1; a < p.shape.size(); ++a) inner *= p.shape[a];
+  const int64_t n = p.shape[size_t(p.scale_axis)];
+  for (size_t f = 0; f < out.size(); ++f) out[f] *= p.scale[size_t((int64_t(f) / inner) % n)];
+  return out;
+}
+
 std::vector<double> effective_values(const Param& p) {
   LNV_INTERNAL_ASSERT(!p.values_deferred,
                       "effective_values of param '" + p.name + "', whose values were not loaded");
+  if (!p.scale.empty()) {
+    Param scaled = p;
+    scaled.values = scaled_values(p);
+    scaled.scale.clear();
+    return effective_values(scaled);
+  }
   if (p.center_axes.empty()) return p.values;
   // Center over center_axes: subtract the mean of each fiber spanned by those axes.
   const Shape& s = p.shape;

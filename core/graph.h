@@ -63,6 +63,14 @@ struct Param {
   // Set by the inference rewrite so that the exact evaluators center in their own
   // precision; saving materializes the centered values in double (and drops this).
   Axes center_axes;
+  // Non-empty: before any centering, the values are multiplied along axis `scale_axis` by
+  // these factors (one per index of that axis): a LayerScale γ that the inference rewrite
+  // moved into a producer's weight or bias (docs/spec/semantics.md, "LayerScale"), kept
+  // apart so that the exact evaluators multiply in their own precision; saving
+  // materializes the product. `scale_param` names γ's param.
+  std::vector<double> scale;
+  int64_t scale_axis = 0;
+  std::string scale_param;
   // Set by the loader for a `file` param: param_fingerprint() of it as read (0: none).
   // While the fingerprint still matches, save_model writes the param by reference to its
   // file without re-reading the file; otherwise (or at 0) it compares with the file.
@@ -232,7 +240,10 @@ inline bool is_masked_softmax(const Node& n) {
   return n.op == Op::softmax && !(n.condition.empty() && n.condition_shape.empty());
 }
 
-// Effective value of a param: its values, centered over `center_axes` when set.
+// Effective value of a param: its values, multiplied by `scale` along `scale_axis` and
+// then centered over `center_axes`, each when set.
 std::vector<double> effective_values(const Param& p);
+// A param's values multiplied by its `scale` (its values when it has none).
+std::vector<double> scaled_values(const Param& p);
 
 }  // namespace lnv

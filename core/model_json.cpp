@@ -710,8 +710,8 @@ std::string resolved_file(const std::string& file, const std::string& base_dir) 
 
 json param_json(const Graph& g, const Param& p, size_t index, const std::string& out_dir,
                 FileCheck& files, WeightsSink* sink) {
-  const bool raw = p.center_axes.empty();
-  if (p.values_deferred && p.lazy && !(raw && p.source == ParamSource::init)) {
+  const bool raw = p.center_axes.empty() && p.scale.empty();
+  if (p.values_deferred && (p.lazy || !p.scale.empty()) && !(raw && p.source == ParamSource::init)) {
     Param loaded = p;
     materialize_values(loaded, g.base_dir);
     return param_json(g, loaded, index, out_dir, files, sink);

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/random.h"
 
@@ -711,10 +712,33 @@ class Builder {
     return emit(std::move(n), v.feat);
   }
 
-  // A producer, up to two transports or combines, then a LayerNorm over its features.
+  // A LayerScale step (docs/spec/semantics.md, "LayerScale"): γ ⊙ z with z the value (a
+  // producer's output), maybe plus a per-feature bias and moved by a transpose there and
+  // back, γ per feature; or, on the rule's edges, γ varying along the tokens too, a bias
+  // broadcast along the features, or z also read by a second consumer (a graph output
+  // then, or a later step): not a LayerScale.
+  Value layer_scale(const Value& v, uint8_t c) {
+    Value z = v;
+    if (c & 1) z = binary(Op::add, z, param("lsb", (c & 8) ? Shape{1} : per_feature_shape(z)), z.feat);
+    if ((c & 2) && z.rank() >= 2) {
+      std::vector<int64_t> perm(z.rank());
+      for (int64_t a = 0; a < z.rank(); ++a) perm[a] = a;
+      std::swap(perm[0], perm[size_t(z.rank() - 1)]);
+      z = transpose(transpose(z, perm), perm);
+    }
+    Shape g = per_feature_shape(z);
+    if ((c & 4) && z.rank() >= 2 && g.size() == size_t(z.rank())) g = z.shape, g[0] = 1;
+    if ((c & 4) && g.size() < size_t(z.rank())) g.insert(g.begin(), z.shape[size_t(z.rank() - 1 - g.size())]);
+    if (c & 16) pool_.push_back(z);  // a later step may read z: the chain is then shared
+    return binary(Op::mul, z, param("gamma", g), z.feat, c & 32);
+  }
+
+  // A producer, maybe a LayerScale, up to two transports or combines, then a LayerNorm
+  // over its features.
   void fold_block(const Step& s) {
     const size_t pool_before = pool_.size();
     Value v = produce(pick(s.c[0]), sub_choices(s, 1));
+    if ((s.c[6] ^ s.c[7]) % 3 == 2) v = layer_scale(v, s.c[6] ^ s.c[4]);
     const int hops = s.c[5] % 3;
     for (int k = 0; k < hops; ++k) {
       const uint8_t sel = s.c[6 + k];
@@ -825,6 +849,8 @@ std::vector<std::string> graph_tags(const Graph& g) {
       tags.insert(n.groups == x[1] ? "conv:depthwise" : "conv:grouped");
     }
     if (n.op == Op::rnn && n.norm) tags.insert("rnn:norm");
+    if (n.op == Op::mul && g.finalized() && analysis::layer_scale_of(g, g.node_index(n.name)))
+      tags.insert("layer_scale");
     if (n.op == Op::attention && n.causal) tags.insert("attention:causal");
     if (n.op == Op::matmul) {
       const bool pa = g.ref(n.inputs[0]).kind == ValueRef::Kind::param;

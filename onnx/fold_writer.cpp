@@ -22,6 +22,11 @@
 //   or for a removed term "<W>.zero", the same Sub over W's size-1 axes (W minus itself,
 //   so W stays a parameter of the graph), computed by new nodes placed before the first
 //   reader.
+// - a folded LayerScale (docs/spec/semantics.md, "LayerScale"): its producer's weight and
+//   biases carry γ (Param::scale): inference stores C·diag(γ)·W, training computes
+//   Sub(Mul(W, γ'), ReduceMean(...)) from the stored W and γ (γ' γ reshaped along W's
+//   feature axis); the Mul by γ becomes an Identity with the same output, and γ's
+//   initializer goes when nothing reads it any more.
 #include "onnx/fold_writer.h"
 
 #include <onnx/checker.h>
@@ -192,6 +197,11 @@ std::vector<double> centered_values(std::vector<double> v, const Shape& shape, c
 struct Centering {
   Axes axes;
   bool remove = false;
+  // A LayerScale moved into the weight: multiplied by `scale` along `scale_axis` first,
+  // `scale_param` naming γ (Param::scale).
+  std::vector<double> scale;
+  int64_t scale_axis = 0;
+  std::string scale_param;
   bool operator==(const Centering&) const = default;
 };
 
@@ -224,6 +234,7 @@ class FoldWriter {
     refuse_overwrites();
     prepare_opset();
     center_params();
+    replace_layer_scales();
     replace_norms();
     write();
     return summary_;
@@ -465,7 +476,8 @@ class FoldWriter {
     t.set_name(fresh(base));
     t.set_data_type(src.data_type());
     for (int64_t d : dims) t.add_dims(d);
-    store_centered(t, src, shape, c.axes, c.remove, is_external(src));
+    if (!c.scale.empty()) store_scaled_centered(t, src, shape, c, is_external(src));
+    else store_centered(t, src, shape, c.axes, c.remove, is_external(src));
     new_initializers_.push_back(std::move(t));
     ++summary_.centered_copies;
     return new_initializers_.back().name();
@@ -509,6 +521,20 @@ class FoldWriter {
       };
       stream_centered<float, float>(shape, axes, uint64_t(n), read, append, where);
     }, was_external);
+  }
+
+  // The values of float initializer `src` (row-major, `shape`) multiplied by a LayerScale
+  // and centered, as `c` says, as the data of `t` (in memory).
+  void store_scaled_centered(ox::TensorProto& t, const ox::TensorProto& src, const Shape& shape,
+                             const Centering& c, bool was_external = false) {
+    Param p;
+    p.name = src.name();
+    p.shape = shape;
+    p.values = decode_floats(src, model_dir_);
+    p.scale = c.scale;
+    p.scale_axis = c.scale_axis;
+    p.center_axes = c.axes;
+    store(t, effective_values(p), was_external);
   }
 
   // `values` as the data of `t` (see store_bytes).
@@ -572,10 +598,11 @@ class FoldWriter {
 
   // The param `p` of the fold differs from the original: how it is centered.
   std::optional<Centering> change_of(const Param& p) const {
-    if (!p.center_axes.empty()) return Centering{p.center_axes, false};
-    if (!g_.names.count(p.name)) return Centering{{}, true};  // an untied copy, zeroed
+    if (!p.center_axes.empty())
+      return Centering{p.center_axes, false, p.scale, p.scale_axis, p.scale_param};
+    if (!g_.names.count(p.name)) return Centering{{}, true, {}, 0, {}};  // an untied copy, zeroed
     if (!p.values_deferred && all_zero(p.values) && !g_.zero.count(p.name))
-      return Centering{{}, true};
+      return Centering{{}, true, {}, 0, {}};
     return std::nullopt;
   }
 
@@ -683,7 +710,8 @@ class FoldWriter {
       const Param& fp = f_.params[f_.param_index(p)];
       const Centering& c = centering.at(p);
       if (every_reader && params.size() == 1) {
-        store_centered(proto, src, fp.shape, c.axes, c.remove);
+        if (!c.scale.empty()) store_scaled_centered(proto, src, fp.shape, c);
+        else store_centered(proto, src, fp.shape, c.axes, c.remove);
         ++summary_.centered_in_place;
         return;
       }
@@ -706,6 +734,9 @@ class FoldWriter {
                               "split a folded constant");
     const Param& fp = f_.params[f_.param_index(*params.begin())];
     const Centering& c = centering.at(*params.begin());
+    if (!c.scale.empty())
+      throw ModelError(where, "which a LayerScale scales; the ONNX writer moves a LayerScale only "
+                              "into initializers");
     if (training()) return center_lookup_result(value, slots, fp, c);
     const int64_t rank = int64_t(fp.shape.size());
     const int64_t k = c.remove ? 0 : int64_t(c.axes.size());
@@ -742,7 +773,7 @@ class FoldWriter {
       throw ModelError(where, "whose centered axes do not keep the dims of the table " + in_quotes(v));
     Axes axes;
     for (int64_t j = trank - k; j < trank; ++j) axes.push_back(j);
-    const Centering wanted{axes, c.remove};
+    const Centering wanted{axes, c.remove, {}, 0, {}};
     if (readers_.at(v).size() == 1) {
       const ox::TensorProto src = table;
       store_centered(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), src, dims, axes, c.remove);
@@ -750,6 +781,41 @@ class FoldWriter {
     } else {
       const std::string name = centered_initializer(v + ".centered", dims, table, dims, wanted);
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
+    }
+  }
+
+  // --- LayerScale ----------------------------------------------------------------------
+
+  // Each Mul by a γ that the fold moved into weights (a param of the fold names it as its
+  // scale_param; the lnv node reading it became `scale` by 1): replaced by an Identity of
+  // its other input, under the same node name and output.
+  void replace_layer_scales() {
+    std::set<std::string> gammas;
+    for (const Param& p : f_.params)
+      if (!p.scale_param.empty()) gammas.insert(p.scale_param);
+    for (const std::string& gamma : gammas) {
+      const std::string value = file_name(gamma);
+      bool found = false;
+      for (const lnv::Node& n : f_.nodes) {
+        if (n.op != Op::scale || n.factor != 1.0) continue;
+        for (const Slot& s : slots_of(n.name, value)) {
+          const auto& mul = mp_.graph().node(s.node);
+          if (mul.op_type() != "Mul" || mul.input_size() != 2 || removed_.count(s.node)) continue;
+          ox::NodeProto id;
+          id.set_name(mul.name());
+          id.set_doc_string(mul.doc_string());
+          id.set_op_type("Identity");
+          id.add_input(mul.input(1 - s.input));
+          id.add_output(mul.output(0));
+          inserted_[s.node].push_back(std::move(id));
+          removed_.insert(s.node);
+          found = true;
+        }
+      }
+      if (!found)
+        throw ModelError(source_.string(), "the fold moves the LayerScale " + in_quotes(value) +
+                                               " into weights, and no ONNX Mul reading it maps to "
+                                               "the folded node");
     }
   }
 
@@ -767,7 +833,28 @@ class FoldWriter {
                                              " as a tensor of shape " + to_string(p.shape) +
                                              ", and the file stores it as " + to_string(dims) +
                                              "; the training writer centers initializers as stored");
+    if (!c.scale.empty()) return center_nodes(scale_in_graph(init, c, before), c.axes, false, before, dims, t.data_type());
     return center_nodes(init, c.axes, c.remove, before);
+  }
+
+  // Mul(W, Reshape(γ, dims with γ's size on the scale axis and 1 elsewhere)) before node
+  // `before`: a LayerScale moved into W, computed from the stored W and γ.
+  std::string scale_in_graph(const std::string& init, const Centering& c, int before) {
+    const std::string gamma = file_name(c.scale_param);
+    if (!initializer_.count(gamma))
+      throw ModelError(source_.string(), "--mode training: the fold moves the LayerScale " +
+                                             in_quotes(gamma) + " into " + in_quotes(init) +
+                                             ", and the file does not store it as an initializer");
+    const auto& t = mp_.graph().initializer(initializer_.at(init));
+    std::vector<int64_t> dims(size_t(t.dims_size()), 1);
+    dims.at(size_t(c.scale_axis)) = int64_t(c.scale.size());
+    const std::string base = init + "/layer_scale";
+    const std::string shaped = fresh(gamma + ".along_" + init);
+    const std::string out = fresh(init + ".scaled");
+    auto& at = inserted_[before];
+    at.push_back(make_node(base, "Reshape", {gamma, int64_initializer(base + "/shape", dims)}, shaped));
+    at.push_back(make_node(base, "Mul", {init, shaped}, out));
+    return out;
   }
 
   // An embedding lookup Gather(W, ids) (axis 0) of a table centered along its other axes:
@@ -819,7 +906,12 @@ class FoldWriter {
   // axes are W's size-1 axes (all of a scalar's), so the difference is W minus itself.
   std::string center_nodes(const std::string& init, Axes axes, bool remove, int before) {
     const auto& t = mp_.graph().initializer(initializer_.at(init));
-    const Shape dims(t.dims().begin(), t.dims().end());
+    return center_nodes(init, std::move(axes), remove, before, Shape(t.dims().begin(), t.dims().end()),
+                        t.data_type());
+  }
+  // The same for a value `init` of dims `dims` and element type `type`.
+  std::string center_nodes(const std::string& init, Axes axes, bool remove, int before,
+                           const Shape& dims, int32_t type) {
     if (remove) {
       axes.clear();
       for (size_t a = 0; a < dims.size(); ++a)
@@ -831,7 +923,7 @@ class FoldWriter {
     }
     ox::ValueInfoProto info;
     auto* tt = info.mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(t.data_type());
+    tt->set_elem_type(type);
     auto* shape = tt->mutable_shape();
     for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
     return center_value(init, axes, before, info, remove);

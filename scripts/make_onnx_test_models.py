@@ -12,7 +12,8 @@ model also at opset 11 and the BERT-like one at opset 9 (older spellings: Unsque
 Squeeze with axes attributes, arange as ConstantOfShape/NonZero); a small MLP with two LayerNorms
 (mlp_tiny, opsets 17 and 14: only ops model.json has); a pre-norm nn.TransformerEncoder
 causal LM with a tied head (prenorm_lm_tiny); torchvision's ViT, Swin Transformer (most of
-its 1616 nodes are shape arithmetic) and ConvNeXt. All are exported with
+its 1616 nodes are shape arithmetic) and ConvNeXt; a DINOv2-style ViT whose pre-norm blocks
+scale each branch by a LayerScale gamma (layerscale_vit_tiny). All are exported with
 do_constant_folding=True and symbolic batch/sequence dims, so the file keeps the shape
 arithmetic exporters emit (Shape/Gather/Unsqueeze/Concat/Reshape, ConstantOfShape,
 Range, Equal/Where/Expand). Beside them, <model>_data/test_data_set_0/ holds the example
@@ -84,7 +85,7 @@ class TinyGPT2(nn.Module):
     """Token and position embeddings (positions from arange of the input's length), two
     pre-norm blocks, a final LayerNorm and a head tied to the token embedding."""
 
-    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16, ffn=None):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(max_len, d)
@@ -145,7 +146,7 @@ class TinyCausalLM(nn.Module):
     for the input's length, the encoder's final LayerNorm, and a head tied to the token
     embedding (F.linear by its weight)."""
 
-    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16, ffn=None):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.positions = nn.Parameter(torch.zeros(1, max_len, d))
@@ -159,6 +160,64 @@ class TinyCausalLM(nn.Module):
         x = self.embed(input_ids) + self.positions[:, :n]
         x = self.encoder(x, mask=nn.Transformer.generate_square_subsequent_mask(n))
         return nn.functional.linear(x, self.embed.weight)
+
+
+class LayerScaleAttention(nn.Module):
+    """CaiT's / DINOv2's attention: a packed qkv Linear, heads split by reshape and
+    permute, softmax(q k^T * scale) v, an output Linear."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.scale = (d // heads) ** -0.5
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
+
+
+class LayerScaleBlock(nn.Module):
+    """A pre-norm block with LayerScale (CaiT, DeiT III, DINOv2): each branch's output is
+    scaled per feature by a learned gamma before the residual add."""
+
+    def __init__(self, d, heads, mlp):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d)
+        self.attn = LayerScaleAttention(d, heads)
+        self.gamma_1 = nn.Parameter(0.1 * torch.ones(d))
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, mlp), nn.GELU(), nn.Linear(mlp, d))
+        self.gamma_2 = nn.Parameter(0.1 * torch.ones(d))
+
+    def forward(self, x):
+        x = x + self.gamma_1 * self.attn(self.norm1(x))
+        return x + self.gamma_2 * self.mlp(self.norm2(x))
+
+
+class TinyLayerScaleViT(nn.Module):
+    """DINOv2-style: a Conv patch embedding, a class token, learned positions, two
+    LayerScale blocks, a final LayerNorm, the class token to a Linear head."""
+
+    def __init__(self, d=16, heads=2, mlp=32, patch=8, image=16, classes=4):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos_embed = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, d))
+        self.blocks = nn.ModuleList([LayerScaleBlock(d, heads, mlp) for _ in range(2)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, images):
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.norm(x)[:, 0])
 
 
 def tiny_vit():
@@ -240,6 +299,7 @@ def main():
         ("mlp_tiny", perturb(TinyMLP()), torch.randn(2, 3, 6), "x", {0: "batch"}, (17, 14)),
         ("prenorm_lm_tiny", perturb(TinyCausalLM()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14)),
         ("convnext_tiny", perturb(tiny_convnext()), images, "images", {0: "batch"}, (17, 14)),
+        ("layerscale_vit_tiny", perturb(TinyLayerScaleViT()), images, "images", {0: "batch"}, (17, 14)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:

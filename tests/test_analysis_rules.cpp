@@ -288,14 +288,16 @@ TEST(AnalysisRules, ConcatOfPartsCarryingDifferentShiftsBreaks) {
   EXPECT_TRUE(mentions(w.reason[0], "ln_out")) << w.reason[0];
 }
 
-TEST(AnalysisRules, PerFeatureFactorBreaksPerTokenFactorKeeps) {
+TEST(AnalysisRules, PerFeatureParamIsALayerScalePerTokenFactorKeeps) {
   GraphBuilder b = linear_start();
-  b.param("gamma", {8}).param("tokw", {3, 1});
+  b.param("gamma", {8});
   b.node("m", Op::mul, {"fc", "gamma"});
   layer_norm(b, "ln", "m");
   const LnVerdict& v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
-  EXPECT_FALSE(v.foldable[0]);
-  EXPECT_TRUE(mentions(v.reason[0], "m")) << v.reason[0];
+  EXPECT_TRUE(v.foldable[0]) << v.reason[0];
+  EXPECT_TRUE(v.foldable[1]) << v.reason[1];
+  EXPECT_TRUE(has_producer(v, "m"));
+  EXPECT_FALSE(has_producer(v, "fc"));
 
   GraphBuilder b2 = linear_start();
   b2.param("tokw", {3, 1});
@@ -303,6 +305,77 @@ TEST(AnalysisRules, PerFeatureFactorBreaksPerTokenFactorKeeps) {
   layer_norm(b2, "ln", "m");
   const LnVerdict& v2 = verdict(detect_foldable(b2.build({"ln"}), Mode::inference), "ln");
   EXPECT_TRUE(v2.foldable[0]) << v2.reason[0];
+}
+
+// A per-feature factor that is not a LayerScale: its reason names the mul and the part of
+// the LayerScale rule it misses, never that no centering exists.
+TEST(AnalysisRules, PerFeatureFactorsOutsideTheLayerScaleRuleBreakWithAPreciseReason) {
+  auto reason_of = [](GraphBuilder& b) {
+    layer_norm(b, "ln", "m");
+    const LnVerdict v = verdict(detect_foldable(b.build({"ln", "fc"}), Mode::inference), "ln");
+    EXPECT_FALSE(v.foldable[0]);
+    EXPECT_TRUE(mentions(v.reason[0], "m")) << v.reason[0];
+    EXPECT_EQ(v.reason[0].find("no centering makes"), std::string::npos) << v.reason[0];
+    return v.reason[0];
+  };
+  GraphBuilder shared = linear_start();  // fc is also a graph output
+  shared.param("gamma", {8});
+  shared.node("m", Op::mul, {"fc", "gamma"});
+  EXPECT_NE(reason_of(shared).find("LayerScale"), std::string::npos);
+
+  GraphBuilder two_axes = linear_start();  // γ varies along the tokens too
+  two_axes.param("gamma", {3, 8});
+  two_axes.node("m", Op::mul, {"fc", "gamma"});
+  EXPECT_NE(reason_of(two_axes).find("LayerScale"), std::string::npos);
+
+  GraphBuilder gate = linear_start();  // a factor computed from the input
+  gate.node("s", Op::sigmoid, {"x"});
+  gate.node("m", Op::mul, {"fc", "s"});
+  EXPECT_NE(reason_of(gate).find("computed from the input"), std::string::npos);
+}
+
+// The LayerScale fold: inference moves γ into the producer's weight and the chain's bias
+// and makes the mul an identity; training centers γ ⊙ z in the graph under the mul's name.
+TEST(AnalysisRules, LayerScaleRewriteMovesGammaIntoTheWeightsOrCentersInTheGraph) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 5}).param("W", {5, 8}).param("bias", {8}).param("gamma", {8});
+  b.node("mm", Op::matmul, {"x", "W"});
+  b.node("mb", Op::add, {"bias", "mm"});
+  b.node("m", Op::mul, {"gamma", "mb"});
+  layer_norm(b, "ln", "m");
+  const Graph g = b.build({"ln"});
+  const std::vector<double> gamma = g.params[g.param_index("gamma")].values;
+
+  const FoldPlan plan = detect_foldable(g, Mode::inference);
+  ASSERT_EQ(plan.fold, std::vector<std::string>{"ln"});
+  const Graph fi = apply_fold(g, plan);
+  const Param& w = fi.params[fi.param_index("W")];
+  EXPECT_EQ(w.scale, gamma);
+  EXPECT_EQ(w.scale_axis, 1);
+  EXPECT_EQ(w.center_axes, Axes{1});
+  const Param& bias = fi.params[fi.param_index("bias")];
+  EXPECT_EQ(bias.scale, gamma);
+  EXPECT_EQ(bias.center_axes, Axes{0});
+  const Node& m = fi.nodes[fi.node_index("m")];
+  EXPECT_EQ(m.op, Op::scale);
+  EXPECT_EQ(m.factor, 1.0);
+  EXPECT_EQ(m.inputs, std::vector<std::string>{"mb"});
+  // The effective weight is C·(W·diag(γ)): every row sums to zero.
+  const std::vector<double> eff = effective_values(w);
+  for (int r = 0; r < 5; ++r) {
+    double sum = 0.0;
+    for (int c = 0; c < 8; ++c) sum += eff[size_t(r * 8 + c)];
+    EXPECT_NEAR(sum, 0.0, 1e-12);
+  }
+
+  FoldPlan training = detect_foldable(g, Mode::training);
+  const Graph ft = apply_fold(g, training);
+  EXPECT_TRUE(ft.params[ft.param_index("W")].scale.empty());
+  const Node& c = ft.nodes[ft.node_index("m")];
+  EXPECT_EQ(c.op, Op::center);
+  EXPECT_EQ(c.axes, Axes{2});
+  EXPECT_EQ(c.inputs, std::vector<std::string>{"m.unscaled"});
+  EXPECT_EQ(ft.nodes[ft.node_index("m.unscaled")].op, Op::mul);
 }
 
 // mean_T(center_F(x·γ)) = γ·mean_T(x) - mean_F(γ·mean_T(x)): the two parts average the

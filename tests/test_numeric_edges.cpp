@@ -17,7 +17,10 @@ namespace {
 
 using nlohmann::json;
 
-// x [2, 3, 4] -> linear (W [4, 4], b [4]) -> mul by g [4] (when given) -> layer_norm.
+// x [2, 3, 4] -> linear (W [4, 4], b [4]) -> mul by g (when given) -> layer_norm. g holds
+// 4 values per feature, stored as [3, 4] (the same row for each token): a factor of a shape
+// that varies along the tokens too is no LayerScale (docs/spec/semantics.md), so the
+// structure alone makes the LN not foldable, whatever g's values.
 json linear_ln(const json& w, const json& b, double eps, const json& g = nullptr) {
   json m = {{"format", "lnverify.model"},
             {"version", 1},
@@ -31,7 +34,10 @@ json linear_ln(const json& w, const json& b, double eps, const json& g = nullptr
             {"outputs", {"ln"}}};
   std::string into = "fc";
   if (!g.is_null()) {
-    m["params"].push_back({{"name", "g"}, {"shape", {4}}, {"data", g}});
+    json rows = json::array();
+    for (int t = 0; t < 3; ++t)
+      for (const json& v : g) rows.push_back(v);
+    m["params"].push_back({{"name", "g"}, {"shape", {3, 4}}, {"data", rows}});
     m["nodes"].push_back({{"name", "mul_g"}, {"op", "mul"}, {"inputs", {"fc", "g"}}});
     into = "mul_g";
   }
@@ -133,7 +139,7 @@ TEST(NumericEdges, AlreadyColumnCenteredWeightFoldsToItself) {
   EXPECT_EQ(check::check_model(g, options()).outcome(), report::Outcome::holds);
 }
 
-// g constant over the features makes mean(g * centered fc) zero for these weights only:
+// g constant (2 everywhere) makes mean(g * centered fc) zero for these weights only:
 // the LN stays "not foldable" (structure), and the check says the forced fold agrees by
 // coincidence of the weights instead of calling the verdict not tight.
 TEST(NumericEdges, CoincidentalZeroMeanKeepsStructuralVerdict) {

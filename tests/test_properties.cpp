@@ -117,8 +117,9 @@ std::map<std::string, int> check_property(void (*property)()) {
 // Both verdicts occurred, for every producer kind and for some breaking op.
 void expect_every_rule(std::map<std::string, int> cases_with, Mode mode) {
   const std::string m(mode_name(mode));
+  // "mul": a LayerScale (docs/spec/semantics.md, "LayerScale").
   for (const char* producer : {"linear", "matmul", "embedding", "conv1d", "conv2d", "rnn",
-                               "attention", "param"})
+                               "attention", "mul", "param"})
     EXPECT_GT(cases_with[std::string("yes:") + producer], 0)
         << m << ": no foldable LN via " << producer;
   int no = 0;

@@ -145,8 +145,7 @@ class Reasoner {
         return who + " is already centered (cbwc) over axes " + axes_text(is.feature) +
                " of its output, not over the axes " + quote(ln) + " averages";
       case IssueKind::per_feature_factor:
-        return who + " multiplies by a factor that varies along the axes " + quote(ln) +
-               " normalizes, so no centering makes the mean of its input vanish";
+        return per_feature_factor_text(is.node, ln);
       case IssueKind::reshape_blocks:
         return who + " splits or merges the normalized axes of " + quote(ln) +
                " across blocks of its input, so their mean is not a mean of whole features";
@@ -159,8 +158,8 @@ class Reasoner {
                ", a constant in the mean of " + quote(ln) + "'s input that no centering removes";
       case IssueKind::where_mixes:
         return who + " picks between its inputs by a condition that varies along every axis " +
-               quote(ln) + " normalizes, so the mean of its input mixes parts of rows and no "
-               "centering makes it vanish";
+               quote(ln) + " normalizes, so the mean of its input mixes parts of rows, and the "
+               "rules know no centering that makes it vanish";
       case IssueKind::opaque_op:
         return "the mean of " + quote(ln) + "'s input over its normalized axes keeps the output of " +
                who + ", an op lnverify does not model, so no centering is known to remove it";
@@ -169,6 +168,26 @@ class Reasoner {
                ", so its mean is not a combination of centerable terms";
     }
     return "";
+  }
+
+  // A product whose factor varies along the normalized axes. A constant factor may still
+  // fold as a LayerScale where its shape and producer fit; the text says which part of
+  // that rule the product misses, never that no centering exists.
+  std::string per_feature_factor_text(int32_t n, const std::string& ln) const {
+    const std::string head = describe(n) + " multiplies by a factor that varies along the axes " +
+                             quote(ln) + " normalizes";
+    const Node& node = g_.nodes[n];
+    int constant = -1;
+    for (int k = 0; k < 2 && node.op == Op::mul; ++k)
+      if (g_.node_inputs[n][k].kind == ValueRef::Kind::param) constant = k;
+    if (constant < 0)
+      return head + ", a factor computed from the input (or a division): its mean is no "
+                    "combination of centerable terms the rules know";
+    return head + ", a constant factor (param " + quote(node.inputs[size_t(constant)]) +
+           ") that the rules do not fold as a LayerScale: that needs it to vary along one "
+           "axis only, the feature axis of a centerable producer whose output reaches this "
+           "product alone (through transposes, reshapes keeping that axis, and bias adds); "
+           "the rules know no other centering that makes the mean vanish";
   }
 
   std::string term_name(const Term& t) const {

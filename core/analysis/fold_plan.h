@@ -23,7 +23,9 @@ namespace lnv {
 
 // One term to center. A producer is centered along its output feature axis by CBWC
 // (inference: its weights/bias centered in place via Param::center_axes, or a centered
-// untied copy when the weight is also used raw; training: `cbwc: true`). A param term is
+// untied copy when the weight is also used raw; training: `cbwc: true`). A producer term
+// naming a LayerScale `mul` (core/analysis/producers.h) moves γ into its producer first
+// (inference: Param::scale, the mul a `scale` by 1; training: a `center` after the mul). A param term is
 // centered over `axes` of its own shape (inference: in place or an untied copy; training:
 // the use reads it through a `center` node; a norm's bias moves out into add(center(b))).
 struct CenterTerm {

@@ -267,6 +267,10 @@ Rule Analyzer::sum_mean(int32_t n, Mask a) {
 Rule Analyzer::product_mean(int32_t n, Mask a) {
   const Node& node = g_.nodes[n];
   const size_t R = out_shape(n).size();
+  // A LayerScale averaged over its feature axis (and maybe more): the mul is a producer
+  // term, centered by moving γ into its producer first.
+  if (const int64_t f = producer_feature_axis(g_, n); f >= 0 && subset(bit(f), a))
+    return producer_leaf(n, a, bit(f));
   const Mask va = ~broadcast_const_axes(in_shape(n, 0), R);
   const Mask vb = ~broadcast_const_axes(in_shape(n, 1), R);
   auto outer_tag = [&](int k, Mask outer) {

@@ -10,12 +10,19 @@
 //   through a new `center` node (a `scale` by 0 for a removed term), and a norm whose bias
 //   is a term is split: the norm (renamed "<norm>.nobias") loses its bias and an `add` of
 //   the centered bias, which takes the norm's name, follows.
+// A LayerScale term (a producer term naming a `mul`, core/analysis/producers.h): in
+//   inference its producer's weight and the chain's biases take γ (Param::scale, then
+//   centered as the producer's own CBWC centers them) and the mul becomes a `scale` by 1,
+//   keeping its name; in training the mul (renamed "<mul>.unscaled") is followed by a
+//   `center` over its feature axis that takes its name: C(γ ⊙ (Wx + b)) is
+//   (C·diag(γ)·W)x + C(γ ⊙ b), computed from the stored γ, W and b.
 // Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias.
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "core/analysis/fold_plan.h"
+#include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/model_json.h"
 
@@ -29,12 +36,14 @@ struct Use {
   bool operator<(const Use& o) const { return std::tie(node, slot) < std::tie(o.node, o.slot); }
 };
 
-// What a use wants: centering over `axes`, or zeroing.
+// What a use wants: centering over `axes`, or zeroing; with `scale`, multiplied first by
+// that LayerScale param along axes[0].
 struct Centering {
   Axes axes;
   bool remove = false;
+  std::string scale;
   bool operator<(const Centering& o) const {
-    return std::tie(remove, axes) < std::tie(o.remove, o.axes);
+    return std::tie(remove, axes, scale) < std::tie(o.remove, o.axes, o.scale);
   }
   bool operator==(const Centering& o) const = default;
 };
@@ -128,7 +137,7 @@ class Rewriter {
     const Node& n = g_.nodes[i];
     std::vector<std::pair<Use, Centering>> uses;
     auto add = [&](const std::string& slot, int64_t axis) {
-      uses.push_back({Use{i, slot}, Centering{{axis}, false}});
+      uses.push_back({Use{i, slot}, Centering{{axis}, false, {}}});
     };
     if (n.op == Op::matmul) {
       const MatmulCentering mc = cbwc_matmul_operand(g_, i);
@@ -143,21 +152,84 @@ class Rewriter {
     return uses;
   }
 
+  // --- LayerScale ---------------------------------------------------------------------
+
+  analysis::LayerScale layer_scale(int32_t i) const {
+    const auto ls = analysis::layer_scale_of(g_, i);
+    if (!ls)
+      throw ModelError(g_.nodes[i].name, "the fold plan centers '" + g_.nodes[i].name +
+                                             "' (mul), which is not a LayerScale of a producer");
+    return *ls;
+  }
+
+  // The param uses a LayerScale's fold changes: its producer's CBWC uses and the chain's
+  // biases, each multiplied by γ along its feature axis before centering.
+  std::vector<std::pair<Use, Centering>> layer_scale_uses(const analysis::LayerScale& ls) const {
+    const std::string gamma = g_.nodes[ls.mul].inputs[size_t(ls.gamma)];
+    std::vector<std::pair<Use, Centering>> uses = producer_uses(ls.producer);
+    for (auto& [use, c] : uses) c.scale = gamma;
+    for (const auto& b : ls.biases)
+      uses.push_back({Use{b.node, "inputs/" + std::to_string(b.operand)}, Centering{{b.axis}, false, gamma}});
+    return uses;
+  }
+
+  // Inference: γ now lives in the weights; the mul becomes the identity `scale 1`.
+  void drop_layer_scale(const analysis::LayerScale& ls) {
+    Node& n = out_.nodes[ls.mul];
+    const std::string y = n.inputs[size_t(1 - ls.gamma)];
+    n.op = Op::scale;
+    n.factor = 1.0;
+    n.inputs = {y};
+  }
+
+  // Training: mul(γ, y) -> center(mul.unscaled(γ, y)) over the feature axis, the center
+  // taking the mul's name.
+  void center_layer_scale(const analysis::LayerScale& ls) {
+    Node& n = out_.nodes[ls.mul];
+    const std::string name = n.name;
+    n.name = fresh(name + ".unscaled");
+    Node c;
+    c.name = name;
+    c.op = Op::center;
+    c.inputs = {n.name};
+    c.axes = {ls.feature};
+    out_.nodes.push_back(c);
+  }
+
+  // The values of each LayerScale γ the plan folds, read before any param changes.
+  std::map<std::string, std::vector<double>> gamma_values(const std::map<Use, Centering>& wanted) {
+    std::map<std::string, std::vector<double>> out;
+    for (const auto& [use, c] : wanted) {
+      if (c.scale.empty() || out.count(c.scale)) continue;
+      Param p = out_.params[g_.param_index(c.scale)];
+      if (p.values_deferred) materialize_values(p, out_.base_dir);
+      out[c.scale] = effective_values(p);
+    }
+    return out;
+  }
+
   void center_inference() {
     std::map<Use, Centering> wanted;
+    std::vector<analysis::LayerScale> scales;
     for (const CenterTerm& t : plan_.center) {
       const int32_t i = node_of(t.node, "term");
-      if (t.kind == CenterTerm::Kind::producer) {
+      if (t.kind == CenterTerm::Kind::producer && g_.nodes[i].op == Op::mul) {
+        scales.push_back(layer_scale(i));
+      } else if (t.kind == CenterTerm::Kind::producer) {
         for (const auto& [use, c] : producer_uses(i)) wanted[use] = c;
       } else {
         // The same use wanted over nested axis sets: the smallest zeroes every mean.
-        const Centering c{t.axes, t.remove};
+        const Centering c{t.axes, t.remove, {}};
         auto [it, inserted] = wanted.emplace(Use{i, t.slot}, c);
         if (!inserted && (c.remove || std::includes(it->second.axes.begin(), it->second.axes.end(),
                                                     c.axes.begin(), c.axes.end())))
           it->second = c;
       }
     }
+    // A LayerScale's producer also centered on its own (a forced fold may ask for both):
+    // the LayerScale's centering wins, as the mul it rewrites reads the scaled producer.
+    for (const analysis::LayerScale& ls : scales)
+      for (const auto& [use, c] : layer_scale_uses(ls)) wanted[use] = c;
     // Every use of every param, grouped by param.
     std::map<std::string, std::vector<Use>> uses_of;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -172,6 +244,7 @@ class Rewriter {
         throw ModelError(g_.nodes[use.node].name, "the fold plan names slot '" + use.slot +
                                                       "', which node '" +
                                                       g_.nodes[use.node].name + "' lacks");
+    gammas_ = gamma_values(wanted);
     for (const auto& [pname, uses] : uses_of) {
       std::set<Centering> variants;
       bool raw = false;
@@ -197,7 +270,10 @@ class Rewriter {
         out_.params.push_back(std::move(copy));
       }
     }
+    for (const analysis::LayerScale& ls : scales) drop_layer_scale(ls);
   }
+
+  std::map<std::string, std::vector<double>> gammas_;
 
   void centered(Param& p, const Centering& c) const {
     // A deferred param (values not loaded) is centered by save_model as it streams it;
@@ -210,10 +286,13 @@ class Rewriter {
       p.source = ParamSource::data;
       return;
     }
-    if (p.values_deferred && !p.center_axes.empty()) materialize_values(p, out_.base_dir);
-    if (!p.center_axes.empty()) {
+    const bool changed = !p.center_axes.empty() || !p.scale.empty();
+    if (p.values_deferred && (changed || !c.scale.empty())) materialize_values(p, out_.base_dir);
+    if (changed) {
       p.values = effective_values(p);
       p.center_axes.clear();
+      p.scale.clear();
+      p.scale_param.clear();
       p.source = ParamSource::data;
     }
     if (c.remove) {
@@ -226,6 +305,15 @@ class Rewriter {
         throw ModelError(p.name, "the fold plan centers param '" + p.name + "' over axis " +
                                      std::to_string(a) + ", out of range for shape " +
                                      to_string(p.shape));
+    if (!c.scale.empty()) {
+      p.scale = gammas_.at(c.scale);
+      p.scale_axis = c.axes.at(0);
+      p.scale_param = c.scale;
+      if (int64_t(p.scale.size()) != p.shape[size_t(p.scale_axis)])
+        throw ModelError(p.name, "the fold plan scales param '" + p.name + "' by '" + c.scale +
+                                     "', whose size does not fit axis " +
+                                     std::to_string(p.scale_axis) + " of shape " + to_string(p.shape));
+    }
     p.center_axes = c.axes;
   }
 
@@ -264,6 +352,10 @@ class Rewriter {
   void center_training() {
     for (const CenterTerm& t : merged_terms()) {
       const int32_t i = node_of(t.node, "term");
+      if (t.kind == CenterTerm::Kind::producer && g_.nodes[i].op == Op::mul) {
+        center_layer_scale(layer_scale(i));
+        continue;
+      }
       if (t.kind == CenterTerm::Kind::producer) {
         producer_uses(i);  // validates that it is a producer
         out_.nodes[i].cbwc = true;

@@ -51,13 +51,14 @@ class Backward {
     for (size_t k = 0; k < g_.params.size(); ++k) {
       const Param& p = g_.params[k];
       Tensor<T>& d = *grad_of({ValueRef::Kind::param, int32_t(k)});
-      if (p.center_axes.empty()) {
-        out.params.push_back(std::move(d));
-      } else {
+      Tensor<T> dc = std::move(d);
+      if (!p.center_axes.empty()) {
         const Axes axes = normalize_axes(p.center_axes, static_cast<int64_t>(p.shape.size()),
                                          "/params/" + std::to_string(k) + "/center_axes");
-        out.params.push_back(detail::centered(d, axes));
+        dc = detail::centered(dc, axes);
       }
+      out.params.push_back(p.scale.empty() ? std::move(dc)
+                                           : detail::scaled_along(dc, p.scale, p.scale_axis));
     }
     return out;
   }

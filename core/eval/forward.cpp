@@ -57,12 +57,14 @@ std::vector<Tensor<T>> effective_params(const Graph& g, const std::vector<Tensor
       throw ModelError("/params/" + std::to_string(k),
                        "param '" + p.name + "': expected values of shape " +
                            to_string(p.shape) + ", got " + to_string(stored[k].shape));
+    const Tensor<T> scaled =
+        p.scale.empty() ? stored[k] : detail::scaled_along(stored[k], p.scale, p.scale_axis);
     if (p.center_axes.empty()) {
-      out.push_back(stored[k]);
+      out.push_back(scaled);
     } else {
       const Axes axes = normalize_axes(p.center_axes, static_cast<int64_t>(p.shape.size()),
                                        "/params/" + std::to_string(k) + "/center_axes");
-      out.push_back(detail::centered(stored[k], axes));
+      out.push_back(detail::centered(scaled, axes));
     }
   }
   return out;

@@ -124,6 +124,19 @@ Tensor<T> centered(const Tensor<T>& x, const Axes& axes) {
   return y;
 }
 
+// x times `factors` along `axis` (one factor per index of it): a param's LayerScale
+// (Param::scale). Diagonal, so the same function maps an output gradient to the input's.
+template <class T>
+Tensor<T> scaled_along(const Tensor<T>& x, const std::vector<double>& factors, int64_t axis) {
+  int64_t inner = 1;
+  for (size_t a = size_t(axis) + 1; a < x.shape.size(); ++a) inner *= x.shape[a];
+  const int64_t n = x.shape[size_t(axis)];
+  LNV_INTERNAL_ASSERT(int64_t(factors.size()) == n, "scaled_along: factors do not fit the axis");
+  Tensor<T> y = x;
+  for (size_t f = 0; f < y.data.size(); ++f) y.data[f] *= T(factors[size_t((int64_t(f) / inner) % n)]);
+  return y;
+}
+
 template <class T>
 int64_t to_index(const T& v) {
   return static_cast<int64_t>(v);

@@ -92,6 +92,15 @@ Op reimported_op(const Graph& g, const lnv::Node& n) {
     case Op::linear: return matrix ? Op::linear : n.bias.empty() ? Op::matmul : Op::add;
     case Op::attention: return matrix ? Op::linear : n.bo.empty() ? Op::matmul : Op::add;
     case Op::rnn: return Op::concat;
+    // A mul by a one-element param (a scalar LayerScale) of the other operand's shape
+    // comes back as `scale` (the importer reads x * c with a scalar constant c so).
+    case Op::mul:
+      for (size_t k = 0; k < 2; ++k)
+        if (g.ref(n.inputs[k]).kind == lnv::ValueRef::Kind::param &&
+            lnv::numel(g.shape_of(n.inputs[k])) == 1 &&
+            g.shape_of(n.inputs[1 - k]) == g.shape_of(n.name))
+          return Op::scale;
+      return Op::mul;
     default: return n.op;
   }
 }

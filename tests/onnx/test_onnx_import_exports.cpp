@@ -69,7 +69,19 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   is not, which the block's LN does not absorb: no. 1 of 7 (check: every "no" tight).
 //   The audit's reason for the classifier LN names the layer scale's Mul (a Linear scaled
 //   per channel is outside the analysis' vocabulary, docs/spec/decisions.md); the verdict
-//   is right for the reason above.
+//   is right for the reason above. The layer scale (gamma [C, 1, 1] times the permuted
+//   linear2 output) is a LayerScale (docs/spec/semantics.md): its Mul is the classifier
+//   LN's term, and centering it shifts the stream into the next depthwise Conv all the
+//   same, so the verdicts do not change.
+// DINOv2-style LayerScale ViT (layerscale_vit_tiny): the stream is concat(class token,
+//   patch embedding) + pos_embed + each block's gamma_1 * proj(attn) and gamma_2 *
+//   mlp.2(...). The patch embedding is a Conv (centered over its output channels), the
+//   class token and pos_embed params; each gamma is a per-feature constant times a
+//   Linear (MatMul by an [in, out] initializer plus a bias, read only by the Mul): moving
+//   gamma into that Linear (W <- C·W·diag(gamma), b <- C(gamma * b)) makes the branch
+//   zero-mean. Every term's shift is constant over the features, and every LN (norm1,
+//   norm2 of each block, the final norm) absorbs it; the head reads the final LN: all 5
+//   fold (without the LayerScale rule only norm1 of block 0 would).
 // ViT (torchvision): the stream is concat(class token, patch embedding) + pos_embedding
 //   + the blocks' attention out-projections (Gemm) and MLP outputs. The patch embedding is
 //   a Conv (centered over its output channels, which the reshape/permute makes the last
@@ -117,6 +129,8 @@ const std::vector<Export>& exports() {
       {"prenorm_lm_tiny_opset14.onnx", "prenorm_lm_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
       {"convnext_tiny_opset17.onnx", "convnext_tiny_data", {{"batch", 2}}, 7, convnext},
       {"convnext_tiny_opset14.onnx", "convnext_tiny_data", {{"batch", 2}}, 7, convnext},
+      {"layerscale_vit_tiny_opset17.onnx", "layerscale_vit_tiny_data", {{"batch", 2}}, 5, all},
+      {"layerscale_vit_tiny_opset14.onnx", "layerscale_vit_tiny_data", {{"batch", 2}}, 5, all},
   };
   return list;
 }
@@ -177,7 +191,8 @@ INSTANTIATE_TEST_SUITE_P(RealExports, Exports, testing::ValuesIn(exports()),
 // and the same verdicts.
 TEST(ExportSpellings, Opset14And17AgreeOnNormsAndVerdicts) {
   for (const char* model :
-       {"mlp_tiny", "gpt2_tiny", "bert_tiny", "vit_tiny", "swin_tiny", "prenorm_lm_tiny", "convnext_tiny"}) {
+       {"mlp_tiny", "gpt2_tiny", "bert_tiny", "vit_tiny", "swin_tiny", "prenorm_lm_tiny", "convnext_tiny",
+        "layerscale_vit_tiny"}) {
     std::map<std::string, bool> verdicts[2];
     int k = 0;
     for (const char* opset : {"14", "17"}) {
