@@ -34,7 +34,8 @@ class Importer {
   // no model.json param can hold), or nullopt.
   std::optional<std::string> non_finite_input(const onnx_import::Node& n) const;
   std::optional<double> scalar(const std::string& v) const;  // a one-element constant
-  // The float values of constant `v`, read from its file when load_onnx left them there.
+  // The float values of constant `v`, read from its file when load_onnx left them there;
+  // an infinity or a NaN is an error naming the initializer.
   std::vector<double> floats(const std::string& v) const;
   const std::vector<int64_t>& shape(const std::string& v) const;  // static; throws if unknown
   bool has_shape(const std::string& v) const { return shapes_.count(v) != 0; }

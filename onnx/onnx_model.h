@@ -76,10 +76,13 @@ struct Tensor {
   bool is_float() const { return is_float_type(type); }
 };
 
-// The float values of `t`: `floats`, or its stored data read and decoded. Throws
-// lnv::ModelError naming the tensor when the file no longer holds them or a value is NaN
-// or infinite.
+// The float values of `t` as the file holds them (infinities and NaNs included, as for a
+// tensor decoded on load): `floats`, or its stored data read and decoded. Throws
+// lnv::ModelError naming the tensor when the file no longer holds them.
 std::vector<double> stored_floats(const Tensor& t);
+// stored_floats(t), refusing an infinity or a NaN: a ModelError naming the tensor (its
+// stored location's name, else `where`) and the flat index.
+std::vector<double> finite_floats(const Tensor& t, const std::string& where);
 // Reads the stored data of `t` into `floats` and clears `stored` (nothing when not stored).
 void load_stored(Tensor& t);
 

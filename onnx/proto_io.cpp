@@ -967,11 +967,17 @@ std::vector<double> stored_floats(const Tensor& t) {
   Tensor decoded;
   decoded.type = t.type;
   decode_bytes(bytes.data(), d.length / static_cast<int64_t>(elem_size(t.type)), decoded);
-  for (size_t k = 0; k < decoded.floats.size(); ++k)
-    if (!std::isfinite(decoded.floats[k]))
-      throw ModelError(d.where, "holds a non-finite value (" + std::to_string(decoded.floats[k]) +
-                                    ") at flat index " + std::to_string(k));
   return std::move(decoded.floats);
+}
+
+std::vector<double> finite_floats(const Tensor& t, const std::string& where) {
+  std::vector<double> values = stored_floats(t);
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      throw ModelError(t.stored ? t.stored->where : where,
+                       "holds a non-finite value (" + std::to_string(values[k]) +
+                           ") at flat index " + std::to_string(k));
+  return values;
 }
 
 void load_stored(Tensor& t) {

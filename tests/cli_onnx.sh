@@ -88,6 +88,16 @@ PY
 if [ $? -eq 0 ]; then ok "import: two causal masked softmaxes, no opaque node"; else bad "import: masked softmax"; fi
 run "check of a causal LM with a -inf mask" 0 "$LNV" check "$P" --dim batch=2 --dim seq=8 --bits 256
 has "check: the 5 folds and the plan hold" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+# The same LM exported at a fixed 128 tokens: its mask is one initializer of 64 KiB, which
+# the reader leaves in the file until it is read (docs/onnx.md, "Reading lazily").
+L="$ROOT/tests/data/onnx/causal_lm_seq128_opset17.onnx"
+run "eval of a causal LM of 128 tokens" 0 "$LNV" eval "$L" --bits 64
+has "eval: the logits of 128 tokens" "output /MatMul \[1, 128, 16\]"
+run "check of a causal LM of 128 tokens" 0 "$LNV" check "$L" --trials 1
+has "check: its 3 folds and the plan hold" "result: holds \(4 hold, 0 fail, 0 inconclusive\)"
+run "fold of a causal LM of 128 tokens" 0 "$LNV" fold "$L" -o "$T/lm128.onnx"
+run "equiv of a causal LM of 128 tokens and its fold" 0 "$LNV" equiv "$L" "$T/lm128.onnx" --trials 1
+has "equiv: equal" "result: equal \(1 equal, 0 different, 0 inconclusive\)"
 
 # --- ops lnverify does not model: opaque, named ------------------------------------------
 O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op
