@@ -207,6 +207,12 @@ using DimBindings = std::map<std::string, int64_t>;
 Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {},
                 const ProgressFn& progress = {});
 
+// The symbolic dims (dim_param) of the graph inputs of the ONNX file at `path` (those
+// without an initializer of the same name), each once, in the order the inputs use them.
+// Only the graph's inputs and initializer names are read (no tensor data, no checker).
+// nullopt when the file cannot be read or does not parse (load_onnx says why).
+std::optional<std::vector<std::string>> input_dim_symbols(const std::filesystem::path& path);
+
 // The bytes of an ONNX file, refused (a ModelError naming the file) when unreadable or 2 GiB
 // or more: protobuf's limit for one message, so files that large keep external data.
 std::string read_onnx_bytes(const std::filesystem::path& path);

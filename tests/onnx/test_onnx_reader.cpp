@@ -431,6 +431,27 @@ TEST_F(OnnxReader, SymbolicDimsAreBoundByNameOrNamedInTheError) {
   EXPECT_CONTAINS(load_error(write(m)), "m.onnx: Field 'shape' of 'type' is required but missing.");
 }
 
+// The free dims the CLI binds: the inputs' dim_params, each once, in order of use, not
+// those of an input an initializer gives a value; nullopt for bytes that are not a model.
+TEST_F(OnnxReader, InputDimSymbolsListsTheInputsSymbolsInOrder) {
+  ox::ModelProto m = identity_model();
+  auto* g = m.mutable_graph();
+  auto* x = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  x->mutable_dim(0)->set_dim_param("seq");
+  x->mutable_dim(1)->set_dim_param("batch");
+  add_value(g->add_input(), "mask", {1, 1});
+  auto* mask = g->mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  mask->mutable_dim(0)->set_dim_param("batch");
+  mask->mutable_dim(1)->set_dim_param("width");
+  add_value(g->add_input(), "w", {1});
+  g->mutable_input(2)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("rows");
+  add_weight(m, {1})->set_raw_data(float_bytes({2.f}));  // "w" has an initializer: no free dim
+  EXPECT_EQ(input_dim_symbols(write(m)), (std::vector<std::string>{"seq", "batch", "width"}));
+  EXPECT_EQ(input_dim_symbols(write(identity_model())), std::vector<std::string>{});
+  EXPECT_EQ(input_dim_symbols(write_bytes("PK\003\004 not onnx", "zip.onnx")), std::nullopt);
+  EXPECT_EQ(input_dim_symbols(dir_ / "model" / "absent.onnx"), std::nullopt);
+}
+
 TEST_F(OnnxReader, ReadsAttributesOfEveryKindAndMetadata) {
   ox::ModelProto m = identity_model();
   auto* prop = m.add_metadata_props();
