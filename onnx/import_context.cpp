@@ -137,9 +137,7 @@ std::string Importer::fresh(const std::string& want) {
   std::string s;
   for (char c : want) s += allowed_char(c) ? c : '_';
   if (s.empty()) s = "_";
-  std::string name = s;
-  for (int k = 2; names_.count(name); ++k) name = s + "." + std::to_string(k);
-  names_.insert(name);
+  const std::string name = names_.fresh(s);
   if (name != want) renamed_[name] = want;
   return name;
 }

@@ -14,6 +14,7 @@
 
 #include "core/graph.h"
 #include "onnx/onnx_model.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
 
@@ -103,7 +104,7 @@ class Importer {
   std::set<std::string> index_inputs_;
   std::map<std::string, int64_t> index_ranges_;
   std::unordered_map<std::string, std::string> values_;  // ONNX value -> lnv name
-  std::set<std::string> names_;                           // lnv names taken
+  UniqueNames names_;                                     // lnv names taken
   std::set<size_t> consumed_;
   nlohmann::json renamed_ = nlohmann::json::object();
   nlohmann::json norms_ = nlohmann::json::object();

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "onnx/import_context.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -349,7 +350,7 @@ class Matcher {
   void try_norm_op(size_t i) {
     const auto& n = nodes_[i];
     Norm norm;
-    norm.op = n.op_type == "LayerNormalization" ? Op::layer_norm : Op::rms_norm;
+    norm.op = *norm_op_of(n.domain, n.op_type);
     for (size_t k = 1; k < n.outputs.size(); ++k)
       if (im_.used(n, k) && !(norm.op == Op::layer_norm && k <= 2)) return;
     // LayerNormalization's Mean and InvStdDev, when read, are computed beside the norm from
