@@ -4,6 +4,7 @@
 #include "checkers/equivalence.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -12,11 +13,13 @@
 #include "checkers/agreement.h"
 #include "core/analysis/producers.h"
 #include "core/error.h"
+#include "core/eval/bounded.h"
 #include "core/eval/evaluator.h"
 #include "core/random.h"
 
 namespace lnv::check {
 
+using eval::Bounded;
 using eval::Mpfr;
 using report::CheckReport;
 using report::CheckResult;
@@ -155,9 +158,35 @@ TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b,
 }
 
 // One run of a graph on one trial: forward values and (training) gradients.
-struct Run {
-  eval::Evaluation<Mpfr> ev;
-  std::optional<eval::Gradients<Mpfr>> grads;
+template <class T>
+struct RunOf {
+  eval::Evaluation<T> ev;
+  std::optional<eval::Gradients<T>> grads;
+};
+using Run = RunOf<Mpfr>;
+
+// A run of the double pre-pass: usable when no branch was uncertain and every value and
+// its bound is finite; then `scale` >= 1 bounds every |exact value| of the nodes (and
+// gradients), and every compared quantity's exact value lies within e of v.
+// `scale_estimate` is the same maximum over the double values alone.
+struct BoundedRun : RunOf<Bounded> {
+  bool usable = false;
+  double scale = 1.0, scale_estimate = 1.0;
+};
+
+// The largest |exact value| in a list of tensors, bounded from above, and the largest
+// |double value|.
+struct Magnitudes {
+  double above = 0.0, estimate = 0.0;
+  void add(const std::vector<Tensor<Bounded>>& ts) {
+    for (const Tensor<Bounded>& t : ts)
+      for (const Bounded& x : t.data) {
+        const double u = (std::fabs(x.v) + x.e) * (1 + 0x1p-50);
+        if (!(u <= DBL_MAX)) above = INFINITY;  // also NaN
+        above = std::max(above, u);
+        estimate = std::max(estimate, std::fabs(x.v));
+      }
+  }
 };
 
 // The worst difference between an original run and a rewrite run.
@@ -215,9 +244,10 @@ class Checker {
   uint64_t trial_seed(int k) const { return opt_.seed + static_cast<uint64_t>(k); }
 
   // Inputs of trial k for graph h, drawn for the original's inputs and matched by name.
-  std::vector<Tensor<Mpfr>> inputs_for(const Graph& h, int k) {
-    const auto base = eval::random_inputs<Mpfr>(g_, trial_seed(k));
-    std::vector<Tensor<Mpfr>> in;
+  template <class T = Mpfr>
+  std::vector<Tensor<T>> inputs_for(const Graph& h, int k) {
+    const auto base = eval::random_inputs<T>(g_, trial_seed(k));
+    std::vector<Tensor<T>> in;
     for (const Input& i : h.inputs) {
       const ValueRef& r = g_.ref(i.name);
       LNV_INTERNAL_ASSERT(r.kind == ValueRef::Kind::input, "rewrite input not in original");
@@ -239,6 +269,96 @@ class Checker {
     auto it = cache.find(k);
     if (it == cache.end()) it = cache.emplace(k, run_graph(g_, k, training())).first;
     return it->second;
+  }
+
+  // The compared quantities of a rewrite run r against an original run o, in order:
+  // visit(name, original's tensor, rewrite's tensor) for each output, then (training) the
+  // gradient of each param and of each float input.
+  template <class T, class Visit>
+  void for_each_quantity(const Graph& h, const RunOf<T>& o, const RunOf<T>& r, Visit&& visit) const {
+    for (size_t q = 0; q < g_.outputs.size(); ++q)
+      visit("output '" + g_.outputs[q] + "'", o.ev.outputs[q], r.ev.outputs[output_index(h, g_.outputs[q])]);
+    if (!training()) return;
+    for (size_t p = 0; p < g_.params.size(); ++p)
+      visit("gradient of param '" + g_.params[p].name + "'", o.grads->params[p],
+            r.grads->params[h.param_index(g_.params[p].name)]);
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      if (g_.inputs[i].dtype != DType::float_) continue;
+      visit("gradient of input '" + g_.inputs[i].name + "'", o.grads->inputs[i],
+            r.grads->inputs[input_index(h, g_.inputs[i].name)]);
+    }
+  }
+
+  // ---- The double pre-pass (docs/verification.md, "Settling a difference in double").
+
+  BoundedRun run_bounded(const Graph& h, int k, bool with_grads) {
+    const eval::RunOptions ro{opt_.mode, trial_seed(k)};
+    BoundedRun r;
+    eval::reset_uncertain_branches();
+    try {
+      r.ev = eval::evaluate(h, inputs_for<Bounded>(h, k), ro);
+      if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
+    } catch (const std::exception&) {
+      return r;  // not usable: the exact path decides (and reports what it throws)
+    }
+    if (eval::uncertain_branches()) return r;
+    Magnitudes m;  // over what compare() takes the scale of (a superset for a rewrite)
+    m.add(r.ev.nodes);
+    m.add(r.ev.inputs);
+    if (r.grads) {
+      m.add(r.grads->params);
+      m.add(r.grads->inputs);
+    }
+    r.scale = std::max(1.0, m.above);
+    r.scale_estimate = std::max(1.0, m.estimate);
+    r.usable = std::isfinite(r.scale);
+    return r;
+  }
+
+  const BoundedRun& original_bounded(int k) {
+    auto it = bounded_originals_.find(k);
+    if (it == bounded_originals_.end())
+      it = bounded_originals_.emplace(k, run_bounded(g_, k, training())).first;
+    return it->second;
+  }
+
+  // Whether compare(h, far, trials) at the current precision must find a difference above
+  // `far` times the bound, proved from the double pre-pass: on some trial, with every trial
+  // before it evaluated to finite values, the exact difference of a compared element is at
+  // least (far (1 + 2^-40) + 4) times the bound for an upper bound of that trial's scale, so
+  // the exact evaluations differ by far more than rounding. Returns an estimate (from the
+  // double values) of the worst ratio that comparison reports, or nothing when the
+  // pre-pass cannot tell.
+  std::optional<double> settled_different(const Graph& h, double far, int trials) {
+    const unsigned bits = eval::mpfr_bits();
+    const Graph& larger = h.nodes.size() > g_.nodes.size() ? h : g_;
+    double estimate = 0.0;
+    bool stopped = false;  // the estimate reached `far`: the comparison stops there
+    for (int k = 0; k < trials; ++k) {
+      const BoundedRun& o = original_bounded(k);
+      if (!o.usable) return std::nullopt;
+      const BoundedRun r = run_bounded(h, k, training());
+      if (!r.usable) return std::nullopt;
+      const double bound = rounding_bound(larger, bits, std::max(o.scale, r.scale));
+      const double bound_estimate = rounding_bound(larger, bits, std::max(o.scale_estimate, r.scale_estimate));
+      const double threshold = (far * (1 + 0x1p-40) + 4) * bound;
+      double lower = 0.0, measured = 0.0;
+      for_each_quantity(h, o, r, [&](const std::string&, const Tensor<Bounded>& a, const Tensor<Bounded>& b) {
+        if (a.shape != b.shape) {
+          measured = INFINITY;
+          return;
+        }
+        for (int64_t i = 0; i < a.size(); ++i) {
+          const double d = std::fabs(a.data[i].v - b.data[i].v);
+          measured = std::max(measured, d);
+          lower = std::max(lower, d * (1 - 0x1p-50) - eval::bounded_detail::up(a.data[i].e + b.data[i].e));
+        }
+      });
+      if (!stopped) estimate = std::max(estimate, measured / bound_estimate);
+      stopped = stopped || estimate > far;
+      if (lower > threshold) return estimate;
+    }
+    return std::nullopt;
   }
 
   // Compares the rewrite h with the original on `trials` trials (default opt.trials), or
@@ -267,25 +387,10 @@ class Checker {
         }
         diffs.emplace_back(std::move(quantity), diff(a, b, stats));
       };
-      for (size_t q = 0; q < g_.outputs.size(); ++q) {
-        const size_t rq = output_index(h, g_.outputs[q]);
-        compare_quantity("output '" + g_.outputs[q] + "'", o.ev.outputs[q], r.ev.outputs[rq]);
-      }
-      if (training()) {
+      if (training())
         scale = std::max({scale, max_magnitude(o.grads->params), max_magnitude(r.grads->params),
                           max_magnitude(o.grads->inputs)});
-        for (size_t p = 0; p < g_.params.size(); ++p) {
-          const int rp = h.param_index(g_.params[p].name);
-          compare_quantity("gradient of param '" + g_.params[p].name + "'", o.grads->params[p],
-                           r.grads->params[rp]);
-        }
-        for (size_t i = 0; i < g_.inputs.size(); ++i) {
-          if (g_.inputs[i].dtype != DType::float_) continue;
-          const int ri = input_index(h, g_.inputs[i].name);
-          compare_quantity("gradient of input '" + g_.inputs[i].name + "'", o.grads->inputs[i],
-                           r.grads->inputs[ri]);
-        }
-      }
+      for_each_quantity(h, o, r, compare_quantity);
       const double bound = rounding_bound(h.nodes.size() > g_.nodes.size() ? h : g_, bits, scale);
       c.bound = std::max(c.bound, bound);
       c.scale = std::max(c.scale, scale);
@@ -407,6 +512,22 @@ class Checker {
     return res;
   }
 
+  static constexpr double kEstimateTies = 1e-6;
+
+  // compare(h, far), and when no trial differs by more than `far` times the bound, the
+  // same on kExtraTightTrials more trials if one of those does.
+  Comparison compare_tight(const Graph& h, double far) {
+    Comparison c = compare(h, far);
+    // Discrete draws (dropout masks, index inputs) can make a forced fold exact on a
+    // few trials by coincidence (a mask keeping a whole row): before calling the
+    // verdict loose, look for a difference on more trials.
+    if (c.finite && c.worst_ratio <= far) {
+      const Comparison more = compare(h, far, opt_.trials + kExtraTightTrials);
+      if (more.finite && more.worst_ratio > far) c = more;
+    }
+    return c;
+  }
+
   // (c): every forced fold of an LN judged not foldable changes the outputs. A "no" that
   // holds relative to the plan (LnVerdict::conflicts) is forced on top of the plan's folds.
   static constexpr int kExtraTightTrials = 16;
@@ -421,18 +542,28 @@ class Checker {
     res.attempts = static_cast<int>(folds.size());
     // "Far more than the bound": a margin no rounding model error could bridge.
     const double far = std::ldexp(1.0, static_cast<int>(bits_ / 4));
+    // The report gives the weakest forced fold's figures (the first of equals).
     double weakest = INFINITY;
-    for (const std::vector<CenterTerm>& terms : folds) {
-      const FoldPlan forced = relative ? on_top(plan, v.name, terms) : single(plan, v.name, terms);
+    size_t weakest_fold = folds.size();
+    std::vector<std::pair<size_t, double>> settled_folds;  // fold index, estimated ratio
+    auto forced_plan = [&](const std::vector<CenterTerm>& terms) {
+      return relative ? on_top(plan, v.name, terms) : single(plan, v.name, terms);
+    };
+    for (size_t fold = 0; fold < folds.size(); ++fold) {
+      const std::vector<CenterTerm>& terms = folds[fold];
+      const FoldPlan forced = forced_plan(terms);
       const Graph h = apply_fold(g_, forced);
-      Comparison c = compare(h, far);
-      // Discrete draws (dropout masks, index inputs) can make a forced fold exact on a
-      // few trials by coincidence (a mask keeping a whole row): before calling the
-      // verdict loose, look for a difference on more trials.
-      if (c.finite && c.worst_ratio <= far) {
-        const Comparison more = compare(h, far, opt_.trials + kExtraTightTrials);
-        if (more.finite && more.worst_ratio > far) c = more;
+      // What compare(h, far) and its retry on more trials below conclude when a trial
+      // differs by more than `far` times the bound, settled in double when the double
+      // pre-pass proves that difference.
+      std::optional<double> settled;
+      if (opt_.double_prepass) settled = settled_different(h, far, opt_.trials + kExtraTightTrials);
+      if (opt_.counters) ++(settled ? opt_.counters->settled_in_double : opt_.counters->measured_exactly);
+      if (settled) {
+        settled_folds.emplace_back(fold, *settled);
+        continue;
       }
+      Comparison c = compare_tight(h, far);
       // A verdict is about generic weights: the model's own can make a forced fold exact
       // (a relu its weights never activate). Then the same forced fold is tried on the
       // model with every param redrawn.
@@ -452,6 +583,7 @@ class Checker {
       }
       if (c.worst_ratio < weakest) {
         weakest = c.worst_ratio;
+        weakest_fold = fold;
         fill(res, c);
         res.centered = term_names(terms);
       }
@@ -478,6 +610,20 @@ class Checker {
         res.outcome = report::worse(res.outcome, Outcome::inconclusive);
         res.detail = "centering {" + join(term_names(terms)) + "} changes the outputs by only " +
                      std::to_string(c.max_abs) + ", not clearly above rounding";
+      }
+    }
+    // The settled folds whose estimate is the least (up to kEstimateTies, which covers
+    // the estimates' own rounding), measured in MPFR in fold order: the first weakest.
+    double least = INFINITY;
+    for (const auto& [fold, estimate] : settled_folds) least = std::min(least, estimate);
+    for (const auto& [fold, estimate] : settled_folds) {
+      if (estimate > least * (1 + kEstimateTies) || estimate > weakest * (1 + kEstimateTies)) continue;
+      const Comparison c = compare_tight(apply_fold(g_, forced_plan(folds[fold])), far);
+      if (c.worst_ratio < weakest || (c.worst_ratio == weakest && fold < weakest_fold)) {
+        weakest = c.worst_ratio;
+        weakest_fold = fold;
+        fill(res, c);
+        res.centered = term_names(folds[fold]);
       }
     }
     return res;
@@ -567,19 +713,20 @@ class Checker {
       p.fold = {v.name};
       p.center = iv->terms;
       const Graph h = apply_fold(g_, p);
-      for (size_t q = 0; q < g_.outputs.size(); ++q) {
-        report::Drift d;
-        d.layer_norm = v.name;
-        d.output = g_.outputs[q];
-        for (int k = 0; k < opt_.trials; ++k) {
-          const Run& o = original(k);
-          const Run r = run_graph(h, k, false);
+      std::vector<report::Drift> per_output(g_.outputs.size());
+      for (int k = 0; k < opt_.trials; ++k) {  // one evaluation per trial for every output
+        const Run& o = original(k);
+        const Run r = run_graph(h, k, false);
+        for (size_t q = 0; q < g_.outputs.size(); ++q) {
+          report::Drift& d = per_output[q];
+          d.layer_norm = v.name;
+          d.output = g_.outputs[q];
           const TensorDiff td = diff(o.ev.outputs[q], r.ev.outputs[output_index(h, d.output)]);
           d.max_abs = std::max(d.max_abs, td.max_abs);
           d.max_rel = std::max(d.max_rel, td.max_abs / std::max(1e-300, max_magnitude(std::vector{o.ev.outputs[q]})));
         }
-        out.push_back(d);
       }
+      out.insert(out.end(), per_output.begin(), per_output.end());
     }
     return out;
   }
@@ -588,6 +735,7 @@ class Checker {
   const CheckOptions& opt_;
   unsigned bits_ = 0;
   std::map<unsigned, std::map<int, Run>> originals_;  // per precision, per trial
+  std::map<int, BoundedRun> bounded_originals_;        // per trial
 };
 
 }  // namespace

@@ -28,6 +28,12 @@
 // and, in training mode, measures how far the training-mode outputs of the *inference*
 // rewrite of each LN foldable in inference only drift (CheckReport::drift).
 //
+// A forced fold of (c) is first evaluated in double with a rigorous error bound per value
+// (core/eval/bounded.h): when the exact outputs are thereby proved to differ by far more
+// than the rounding bound, the fold is settled without MPFR; otherwise (and for every
+// "equal") it is measured in MPFR as described next. Of the forced folds settled in double
+// the weakest is measured in MPFR for the report's figures.
+//
 // Equality is judged against rounding_bound(), never a hand-picked tolerance. A difference
 // above the bound is re-measured at twice the precision: rounding error shrinks by about
 // 2^-bits there, a genuine difference does not. So a check fails only on a difference that
@@ -48,6 +54,13 @@ namespace lnv::check {
 
 using report::Outcome;
 
+// How the forced folds of (c) were decided: settled by the double pre-pass, or measured in
+// MPFR (docs/verification.md, "Settling a difference in double").
+struct CheckCounters {
+  int64_t settled_in_double = 0;
+  int64_t measured_exactly = 0;
+};
+
 struct CheckOptions {
   Mode mode = Mode::inference;
   unsigned bits = 256;   // MPFR precision of the evaluations
@@ -56,6 +69,11 @@ struct CheckOptions {
   int max_forced_folds = 64;  // (c): forced folds tried per LN
   bool drift = true;     // training mode: measure the inference rewrite's drift
   std::string model_name;  // for the report
+  // (c): a forced fold whose difference the double pre-pass proves far above the bound is
+  // settled without MPFR; off, every forced fold is measured in MPFR (the reference the
+  // tests hold the pre-pass to). Either way the outcomes and the reported fold are the same.
+  bool double_prepass = true;
+  CheckCounters* counters = nullptr;  // if set, incremented per forced fold
   // Called after each check with (checks done, checks in all); a progress bar (cli/terminal.h).
   std::function<void(int64_t done, int64_t total)> progress;
 };

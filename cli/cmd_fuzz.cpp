@@ -15,13 +15,25 @@
 // counts, and per failing case its seed, kind, replay commands and the files written.
 // Both are written when the campaign ends, also when a failing case stops it.
 //
+// --shard K/N: only the cases i with i mod N = K (cli/shard.h); case i is checked as
+// without --shard. `lnverify merge` combines the shards' --json and --junit files into
+// the reports of the whole campaign (docs/fuzzing.md).
+//
+// --jobs N: N worker processes check the cases (the k-th case of this shard on worker k mod N) while this
+// process takes their results in case order, so the counts, the reports and the case
+// shrunk are those of one job; a failing case is shrunk here, one candidate at a time.
+//
 // Exit codes: 0 no case fails, 1 a case fails (written to DIR unless only over-cautious
 // under --keep-going), 2 bad options.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 #include <filesystem>
 #include <sstream>
 #include <iomanip>
@@ -32,6 +44,7 @@
 #include "checkers/campaign.h"
 #include "cli/command.h"
 #include "cli/output_paths.h"
+#include "cli/shard.h"
 #include "cli/terminal.h"
 #include "core/file_io.h"
 #include "core/error.h"
@@ -56,6 +69,13 @@ struct Options {
   bool keep_going = false;
   std::string junit;  // JUnit XML: one test case per case checked
   std::string json;   // the lnverify.fuzz report
+  Shard shard;
+  int jobs = default_jobs();
+
+  static int default_jobs() {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+  }
 };
 
 // The command that replays case `case_seed` with this campaign's settings.
@@ -139,17 +159,51 @@ void check_out_dir(const std::string& out) {
                                        std::strerror(errno));
 }
 
-// The JUnit test case of one fuzz case.
-report::JunitCase junit_case(uint64_t case_seed, const Graph& g, const check::CaseOutcome& out,
-                             double seconds, bool over_cautious) {
-  using R = report::JunitCase::Result;
-  report::JunitCase c{"lnverify.fuzz", "case " + std::to_string(case_seed), R::passed, "", "", seconds};
-  std::string text = std::to_string(g.nodes.size()) + " nodes; replay: lnverify fuzz --seed " +
-                     std::to_string(case_seed) + " --cases 1";
-  if (!out.error.empty()) text += "\nthrew: " + out.error;
+// What the campaign keeps of one checked case: what a worker process sends back.
+struct CaseSummary {
+  report::Outcome outcome = report::Outcome::holds;
+  std::string error;
+  bool unsound = false;  // a wrong "yes" (see unsound())
+  size_t nodes = 0, layer_norms = 0;
+  double seconds = 0;
+  std::string text;  // the JUnit text: size, replay, what threw, the reports not holding
+  nlohmann::json checks;  // failing_checks()
+};
+
+void to_json(nlohmann::json& j, const CaseSummary& c) {
+  j = {{"outcome", static_cast<int>(c.outcome)}, {"error", c.error}, {"unsound", c.unsound},
+       {"nodes", c.nodes}, {"layer_norms", c.layer_norms}, {"seconds", c.seconds},
+       {"text", c.text}, {"checks", c.checks}};
+}
+void from_json(const nlohmann::json& j, CaseSummary& c) {
+  c.outcome = static_cast<report::Outcome>(j.at("outcome").get<int>());
+  j.at("error").get_to(c.error);
+  j.at("unsound").get_to(c.unsound);
+  j.at("nodes").get_to(c.nodes);
+  j.at("layer_norms").get_to(c.layer_norms);
+  j.at("seconds").get_to(c.seconds);
+  j.at("text").get_to(c.text);
+  c.checks = j.at("checks");
+}
+
+CaseSummary summarize(uint64_t case_seed, const Graph& g, const check::CaseOutcome& out,
+                      double seconds) {
+  CaseSummary c{out.outcome, out.error, unsound(out), g.nodes.size(),
+                out.reports.empty() ? 0 : out.reports.front().layer_norms, seconds, "",
+                failing_checks(out)};
+  c.text = std::to_string(g.nodes.size()) + " nodes; replay: lnverify fuzz --seed " +
+           std::to_string(case_seed) + " --cases 1";
+  if (!out.error.empty()) c.text += "\nthrew: " + out.error;
   for (const report::CheckReport& r : out.reports)
-    if (r.outcome() != report::Outcome::holds) text += "\n" + report::to_text(r);
-  c.text = text;
+    if (r.outcome() != report::Outcome::holds) c.text += "\n" + report::to_text(r);
+  return c;
+}
+
+// The JUnit test case of one fuzz case.
+report::JunitCase junit_case(uint64_t case_seed, const CaseSummary& out, bool over_cautious) {
+  using R = report::JunitCase::Result;
+  report::JunitCase c{"lnverify.fuzz", "case " + std::to_string(case_seed), R::passed, "",
+                      out.text, out.seconds};
   if (out.outcome == report::Outcome::fails) {
     c.result = R::failure;
     c.message = over_cautious ? "over-cautious \"no\" (ln_tight fails)" : "a check fails";
@@ -159,6 +213,113 @@ report::JunitCase junit_case(uint64_t case_seed, const Graph& g, const check::Ca
   }
   return c;
 }
+
+// The generator's settings and the modes of a campaign.
+struct Campaign {
+  gen::GenConfig cfg;
+  std::vector<Mode> modes;
+
+  explicit Campaign(const Options& o) {
+    cfg.max_nodes = o.max_nodes;
+    cfg.max_steps = std::max(2, o.max_nodes / 2);
+    if (o.mode != "training") modes.push_back(Mode::inference);
+    if (o.mode != "inference") modes.push_back(Mode::training);
+  }
+  check::CheckOptions options(const Options& o, uint64_t case_seed) const {
+    check::CheckOptions opt = o.check;
+    opt.seed = case_seed;
+    return opt;
+  }
+  // Generates and checks case `case_seed`.
+  CaseSummary check(const Options& o, uint64_t case_seed) const {
+    const Graph g = gen::generate_case(cfg, case_seed).value();
+    const auto start = std::chrono::steady_clock::now();
+    const check::CaseOutcome out = check::check_case(g, options(o, case_seed), modes);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return summarize(case_seed, g, out, secs);
+  }
+};
+
+// The cases of a campaign, checked by `jobs` worker processes (case i by worker i mod
+// jobs, each writing one JSON line per case to its pipe) and taken in case order; with one
+// job, checked in this process.
+class CaseSource {
+ public:
+  CaseSource(const Options& o, const Campaign& c) : o_(o), c_(c) {
+    const int64_t share = o.shard.share(o.cases);
+    if (o.jobs <= 1 || share <= 1) return;
+    const int n = static_cast<int>(std::min<int64_t>(o.jobs, share));
+    std::fflush(stdout);
+    std::cout << std::flush;
+    for (int w = 0; w < n; ++w) {
+      int fd[2];
+      if (::pipe(fd) != 0) throw std::runtime_error(std::string("fuzz: pipe: ") + std::strerror(errno));
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error(std::string("fuzz: fork: ") + std::strerror(errno));
+      if (pid == 0) {
+        ::close(fd[0]);
+        for (Worker& other : workers_) std::fclose(other.in);
+        work(w, n, fd[1]);
+      }
+      ::close(fd[1]);
+      workers_.push_back({pid, ::fdopen(fd[0], "r")});
+    }
+  }
+  ~CaseSource() {
+    for (Worker& w : workers_) {
+      ::kill(w.pid, SIGTERM);
+      std::fclose(w.in);
+      ::waitpid(w.pid, nullptr, 0);
+    }
+  }
+  CaseSource(const CaseSource&) = delete;
+  CaseSource& operator=(const CaseSource&) = delete;
+
+  // The summary of this shard's k-th case (case i = K + k·N under --shard K/N); taken in
+  // order k = 0, 1, 2, ...
+  CaseSummary next(int64_t k) {
+    const int64_t i = case_index(k);
+    if (workers_.empty()) return c_.check(o_, o_.seed + static_cast<uint64_t>(i));
+    Worker& w = workers_[static_cast<size_t>(k) % workers_.size()];
+    std::string line;
+    for (int ch; (ch = std::fgetc(w.in)) != EOF && ch != '\n';) line += static_cast<char>(ch);
+    if (line.empty())
+      throw std::runtime_error("fuzz: worker process " + std::to_string(w.pid) +
+                               " ended before case " + std::to_string(i));
+    return nlohmann::json::parse(line).get<CaseSummary>();
+  }
+
+ private:
+  struct Worker {
+    pid_t pid;
+    FILE* in;
+  };
+
+  // A worker: its share of the cases, one line each, then exit without unwinding.
+  [[noreturn]] void work(int w, int n, int fd) {
+    FILE* out = ::fdopen(fd, "w");
+    int code = 0;
+    try {
+      const int64_t share = o_.shard.share(o_.cases);
+      for (int64_t k = w; k < share && out; k += n) {
+        const uint64_t case_seed = o_.seed + static_cast<uint64_t>(case_index(k));
+        const std::string line = nlohmann::json(c_.check(o_, case_seed)).dump() + "\n";
+        if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) break;
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "lnverify fuzz: worker " << w << ": " << e.what() << "\n";
+      code = 70;
+    }
+    if (out) std::fclose(out);
+    std::_Exit(code);
+  }
+
+  int64_t case_index(int64_t k) const { return o_.shard.index + k * o_.shard.count; }
+
+  const Options& o_;
+  const Campaign& c_;
+  std::vector<Worker> workers_;
+};
 
 // A report file is written when the campaign ends, possibly hours later: its directory
 // must exist now, and --json and --junit must not name one file.
@@ -180,12 +341,8 @@ int run(const Options& o) {
   check_out_dir(o.out);
   check_report_paths(o);
   report::JunitSuite suite{"lnverify fuzz (seeds " + std::to_string(o.seed) + "..)", {}, 0};
-  gen::GenConfig cfg;
-  cfg.max_nodes = o.max_nodes;
-  cfg.max_steps = std::max(2, o.max_nodes / 2);
-  std::vector<Mode> modes;
-  if (o.mode != "training") modes.push_back(Mode::inference);
-  if (o.mode != "inference") modes.push_back(Mode::training);
+  const Campaign campaign(o);
+  const std::vector<Mode>& modes = campaign.modes;
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -200,7 +357,7 @@ int run(const Options& o) {
     nlohmann::json modes_json = nlohmann::json::array();
     for (Mode m : modes) modes_json.push_back(mode_name(m));
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    const nlohmann::json rep = {
+    nlohmann::json rep = {
         {"format", "lnverify.fuzz"},
         {"version", 1},
         {"settings",
@@ -215,7 +372,7 @@ int run(const Options& o) {
           {"out", o.out}}},
         {"outcome", counts[1] == 0 ? "holds" : "fails"},
         {"checked", checked},
-        {"stopped_early", checked < size_t(o.cases)},
+        {"stopped_early", checked < size_t(o.shard.share(o.cases))},
         {"counts",
          {{"holds", counts[0]},
           {"fails", counts[1]},
@@ -227,48 +384,48 @@ int run(const Options& o) {
         {"seconds", secs},
         {"failures", failures},
         {"inconclusive_seeds", inconclusive}};
+    if (o.shard.given) rep["settings"]["shard"] = shard_json(o.shard);
     write_file_atomically(o.json, rep.dump(2) + "\n");
     return code;
   };
   Progress progress("fuzz", "cases");
-  for (int i = 0; i < o.cases; ++i) {
-    progress.update(i, o.cases);
+  const int64_t share = o.shard.share(o.cases);
+  CaseSource source(o, campaign);
+  for (int64_t k = 0; k < share; ++k) {
+    const int64_t i = o.shard.index + k * o.shard.count;
+    progress.update(checked, share);
     const uint64_t case_seed = o.seed + static_cast<uint64_t>(i);
-    const rc::Shrinkable<Graph> s = gen::generate_case(cfg, case_seed);
-    check::CheckOptions opt = o.check;
-    opt.seed = case_seed;
-    auto check = [&](const Graph& g) { return check::check_case(g, opt, modes); };
-    const Graph g = s.value();
-    const auto case_start = Clock::now();
-    const check::CaseOutcome out = check(g);
-    const double case_seconds = std::chrono::duration<double>(Clock::now() - case_start).count();
+    const CaseSummary out = source.next(k);
     const bool fails = out.outcome == report::Outcome::fails;
-    suite.seconds += case_seconds;
-    suite.cases.push_back(junit_case(case_seed, g, out, case_seconds, fails && o.keep_going && !unsound(out)));
+    suite.seconds += out.seconds;
+    suite.cases.push_back(junit_case(case_seed, out, fails && o.keep_going && !out.unsound));
     ++checked;
     ++counts[static_cast<int>(out.outcome)];
-    nodes += g.nodes.size();
-    if (!out.reports.empty()) layer_norms += out.reports.front().layer_norms;
+    nodes += out.nodes;
+    layer_norms += out.layer_norms;
     if (out.outcome == report::Outcome::inconclusive) inconclusive.push_back(case_seed);
     if (fails) {
       progress.clear();
-      (unsound(out) ? wrong : over_cautious).push_back(case_seed);
+      (out.unsound ? wrong : over_cautious).push_back(case_seed);
       failures.push_back({{"case", i},
                           {"seed", case_seed},
-                          {"kind", unsound(out) ? "wrong_yes" : "over_cautious_no"},
-                          {"nodes", g.nodes.size()},
+                          {"kind", out.unsound ? "wrong_yes" : "over_cautious_no"},
+                          {"nodes", out.nodes},
                           {"replay", replay_command(o, case_seed)},
                           {"error", out.error},
-                          {"checks", failing_checks(out)},
+                          {"checks", out.checks},
                           {"shrunk", nullptr}});
     }
-    if (fails && o.keep_going && !unsound(out)) {
+    if (fails && o.keep_going && !out.unsound) {
       if (!quiet())
-        std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
+        std::cout << "case " << i << " (seed " << case_seed << ", " << out.nodes
                 << " nodes): over-cautious \"no\" (ln_tight fails); going on\n" << std::flush;
     } else if (fails) {
-      std::cout << "case " << i << " (seed " << case_seed << ", " << g.nodes.size()
+      std::cout << "case " << i << " (seed " << case_seed << ", " << out.nodes
                 << " nodes) FAILS; shrinking...\n" << std::flush;
+      const rc::Shrinkable<Graph> s = gen::generate_case(campaign.cfg, case_seed);
+      const check::CheckOptions opt = campaign.options(o, case_seed);
+      auto check = [&](const Graph& g) { return check::check_case(g, opt, modes); };
       const check::Shrunk shrunk = check::shrink_case(s, check, o.shrink_attempts);
       const std::string path = write_failure(o, case_seed, shrunk);
       std::cout << "minimal counterexample: " << shrunk.graph.nodes.size() << " nodes, written to "
@@ -290,20 +447,24 @@ int run(const Options& o) {
       if (!o.keep_going) return finish(kCheckFails);
     }
     const auto now = Clock::now();
-    if (!quiet() && (now - last_print > std::chrono::seconds(2) || i + 1 == o.cases)) {
+    if (!quiet() && (now - last_print > std::chrono::seconds(2) || int64_t(checked) == share)) {
       progress.clear();
       const double secs = std::chrono::duration<double>(now - start).count();
-      std::cout << "[" << i + 1 << "/" << o.cases << "] " << std::fixed << std::setprecision(1)
-                << (i + 1) / secs << " cases/s  holds " << counts[0] << "  inconclusive "
-                << counts[2] << "  (" << nodes / double(i + 1) << " nodes, "
-                << layer_norms / double(i + 1) << " LNs per case)\n"
+      std::cout << "[" << checked << "/" << share << "] " << std::fixed << std::setprecision(1)
+                << checked / secs << " cases/s  holds " << counts[0] << "  inconclusive "
+                << counts[2] << "  (" << nodes / double(checked) << " nodes, "
+                << layer_norms / double(checked) << " LNs per case)\n"
                 << std::defaultfloat << std::flush;
       last_print = now;
     }
   }
   progress.clear();
+  const std::string in_cases =
+      o.shard.given ? "its " + std::to_string(share) + " of " + std::to_string(o.cases) + " cases"
+                    : std::to_string(o.cases);
+  if (o.shard.given) std::cout << "shard " << o.shard.text() << ": ";
   if (!o.keep_going || counts[1] == 0) {
-    std::cout << "no failing case in " << o.cases << " (seeds " << o.seed << ".."
+    std::cout << "no failing case in " << in_cases << " (seeds " << o.seed << ".."
               << o.seed + o.cases - 1 << ")\n";
     return finish(kOk);
   }
@@ -312,7 +473,7 @@ int run(const Options& o) {
     for (uint64_t x : seeds) s += " " + std::to_string(x);
     return s;
   };
-  std::cout << counts[1] << " failing case(s) in " << o.cases << " (seeds " << o.seed << ".."
+  std::cout << counts[1] << " failing case(s) in " << in_cases << " (seeds " << o.seed << ".."
             << o.seed + o.cases - 1 << "): " << wrong.size() << " wrong \"yes\" (written to "
             << o.out << ")" << (wrong.empty() ? "" : ":" + list(wrong)) << "; "
             << over_cautious.size() << " over-cautious \"no\""
@@ -346,6 +507,11 @@ Action setup(CLI::App& sub) {
   sub.add_option("--junit", o->junit, "also write JUnit XML to FILE: one test case per case");
   sub.add_option("--json", o->json,
                  "also write the campaign's report as JSON to FILE: settings, counts, failing cases");
+  add_shard_option(sub, o->shard, "cases");
+  sub.add_option("--jobs", o->jobs,
+                 "worker processes checking cases (default: the number of cores); the "
+                 "results do not depend on it")
+      ->check(CLI::Range(1, 1024));
   sub.add_flag("--keep-going", o->keep_going,
                "go on after a failing case; count wrong \"yes\" and over-cautious \"no\" apart");
   return [o]() -> int { return run(*o); };

@@ -1,5 +1,5 @@
 // How lnverify ends: the exit codes every command shares (README, "Exit codes") and the
-// code and message for an error that escaped a command (STYLE.md point 7). The user's
+// code and message for an error that escaped a command. The user's
 // input being wrong is exit 2 with a message naming the place; anything else thrown is a
 // bug in lnverify: exit 4, said to be one.
 #pragma once

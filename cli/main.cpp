@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lnverify: exact LayerNorm -> RMSNorm folding, with proof by exact evaluation",
                "lnverify"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("lnverify ") + LNV_VERSION);
   bool quiet = false, verbose = false;
   app.add_flag("-q,--quiet", quiet, "print only errors and the final summary line");
   app.add_flag("-v,--verbose", verbose, "print more detail (every centered term, paths, checks)");

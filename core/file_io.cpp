@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -281,6 +282,42 @@ void AtomicFileWriter::write(std::string_view bytes) {
       fail("cannot write", errno);
     }
     done += static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::append_from(const std::string& from, int64_t offset, uint64_t length) {
+  if (fd_ < 0) throw ModelError(path_, "cannot write: the file is already closed");
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw ModelError(from, std::string("cannot open the file: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{in};
+  off_t at = static_cast<off_t>(offset);
+  uint64_t left = length;
+  bool kernel = true;
+  std::string buf;
+  while (left > 0) {
+    ssize_t n = -1;
+    if (kernel) {
+      n = ::copy_file_range(in, &at, fd_, nullptr, left, 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+        kernel = false;  // not between these files: through a buffer
+        continue;
+      }
+    } else {
+      if (buf.empty()) buf.resize(size_t{1} << 22);
+      n = ::pread(in, buf.data(), std::min<uint64_t>(left, buf.size()), at);
+      if (n > 0) {
+        write(std::string_view(buf.data(), size_t(n)));
+        at += n;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ModelError(from, std::string("cannot copy from the file: ") + std::strerror(errno));
+    if (n == 0) throw ModelError(from, "ends before the " + std::to_string(length) + " bytes at offset " +
+                                           std::to_string(offset) + " (the file changed?)");
+    left -= uint64_t(n);
   }
 }
 

@@ -70,6 +70,10 @@ class AtomicFileWriter {
 
   const std::string& path() const { return path_; }
   void write(std::string_view bytes);
+  // Appends `length` bytes of the file `from` starting at `offset`, copied by the kernel
+  // (copy_file_range) where it can, else through a buffer. ModelError naming `from` when
+  // it cannot be read or ends early.
+  void append_from(const std::string& from, int64_t offset, uint64_t length);
   // `sync`: fsync the data before the rename, so that after a crash `path` holds the old
   // file or the complete new one (without it the rename can reach the disk before the
   // data does).

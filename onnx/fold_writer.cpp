@@ -51,6 +51,7 @@
 #include "onnx/float_formats.h"
 #include "onnx/newer_opsets.h"
 #include "onnx/spellings.h"
+#include "onnx/wire_format.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -80,6 +81,22 @@ ox::ModelProto parse_model(const fs::path& path) {
   const std::string bytes = read_onnx_bytes(path);
   ox::ModelProto mp;
   if (!mp.ParseFromString(bytes))
+    throw ModelError(path.string(), "not an ONNX model: the bytes do not parse as a ModelProto");
+  return mp;
+}
+
+// The model without the raw_data of its main-graph initializers of `min_bytes` or more:
+// each says external data at its raw_data's place in the file itself, and `in_file`
+// records it by name (strip_raw_data). Only those tensors' headers are read.
+ox::ModelProto parse_model_leaving_data(const fs::path& path, uint64_t min_bytes,
+                                        std::map<std::string, StoredData>& in_file) {
+  const MappedFile mapped(path);
+  const std::optional<std::string> stripped =
+      strip_raw_data(mapped, path.filename().string(), in_file, min_bytes);
+  const std::string_view bytes = stripped ? std::string_view(*stripped)
+                                          : std::string_view(mapped.data(), mapped.size());
+  ox::ModelProto mp;
+  if (!mp.ParseFromArray(bytes.data(), int(bytes.size())))
     throw ModelError(path.string(), "not an ONNX model: the bytes do not parse as a ModelProto");
   return mp;
 }
@@ -203,7 +220,7 @@ class FoldWriter {
              const FoldWriteOptions& options)
       : source_(source), g_(original), f_(folded), out_(out), options_(options),
         model_dir_(source.parent_path().empty() ? fs::path(".") : source.parent_path()),
-        mp_(parse_model(source)) {
+        mp_(parse_model_leaving_data(source, options.stream_min_bytes, in_file_)) {
     const nlohmann::json meta = nlohmann::json::parse(f_.meta.empty() ? "{}" : f_.meta);
     if (!meta.contains("onnx"))
       throw InternalError("write_folded_onnx: the graph was not imported from ONNX");
@@ -231,6 +248,9 @@ class FoldWriter {
   fs::path out_;
   FoldWriteOptions options_;
   fs::path model_dir_;
+  // Initializers of a single-file input whose raw_data stays in the input (by name: offset
+  // and length there); mp_ holds each as external data at the input's own name.
+  std::map<std::string, StoredData> in_file_;
   ox::ModelProto mp_;
   FoldWriteSummary summary_;
 
@@ -248,6 +268,20 @@ class FoldWriter {
   std::unique_ptr<AtomicFileWriter> side_;
   size_t side_size_ = 0;
   std::vector<fs::path> input_data_files_;
+  // The data of inline initializers that write() streams into the output (by name): an
+  // in_file_ tensor copied, or a centered one computed chunk by chunk as it is written.
+  using ByteSink = std::function<void(const char*, size_t)>;
+  struct Streamed {
+    uint64_t size = 0;
+    std::function<void(const ByteSink&)> emit;  // owns what it reads; empty: a copy
+    int64_t offset = 0;  // a copy: of the input's bytes at offset .. offset + size
+  };
+  std::map<std::string, Streamed> streamed_;
+
+  bool in_file(const ox::TensorProto& t) const {
+    return is_external(t) && in_file_.count(t.name()) &&
+           external_key(t, "location") == source_.filename().string();
+  }
 
   std::string file_name(const std::string& lnv_name) const {
     auto it = renamed_.find(lnv_name);
@@ -265,7 +299,7 @@ class FoldWriter {
     for (const auto& v : g.input()) names_.take(v.name());
     std::set<fs::path> files;
     for (const auto& t : g.initializer())
-      if (is_external(t)) files.insert(model_dir_ / external_key(t, "location"));
+      if (is_external(t) && !in_file(t)) files.insert(model_dir_ / external_key(t, "location"));
     input_data_files_.assign(files.begin(), files.end());
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
@@ -454,7 +488,7 @@ class FoldWriter {
     const size_t width = elem_bytes(src.data_type());
     const size_t nbytes = size_t(n) * width;
     if (remove) {
-      store_bytes(t, nbytes, [&](const ByteSink& sink) {
+      store_bytes(t, nbytes, [nbytes](const ByteSink& sink) {
         const std::string zeros(std::min<size_t>(nbytes, size_t{1} << 20), '\0');
         for (size_t done = 0; done < nbytes; done += zeros.size())
           sink(zeros.data(), std::min(zeros.size(), nbytes - done));
@@ -470,7 +504,7 @@ class FoldWriter {
     const fs::path data = model_dir_ / external_key(src, "location");
     const std::string off = external_key(src, "offset");
     const int64_t base = off.empty() ? 0 : std::stoll(off);
-    store_bytes(t, nbytes, [&](const ByteSink& sink) {
+    store_bytes(t, nbytes, [data, base, where, shape, axes, n](const ByteSink& sink) {
       std::ifstream in(data, std::ios::binary);
       auto read = [&](uint64_t done, uint64_t count, float* dst) {
         in.seekg(base + int64_t(done * 4));
@@ -486,15 +520,15 @@ class FoldWriter {
 
   // `values` as the data of `t` (see store_bytes).
   void store(ox::TensorProto& t, const std::vector<double>& values, bool was_external = false) {
-    const std::string bytes = encode_floats(values, t.data_type());
-    store_bytes(t, bytes.size(), [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); },
+    auto bytes = std::make_shared<const std::string>(encode_floats(values, t.data_type()));
+    store_bytes(t, bytes->size(), [bytes](const ByteSink& sink) { sink(bytes->data(), bytes->size()); },
                 was_external);
   }
 
   // The `nbytes` bytes `emit` hands to its sink, in order, as the data of `t`: in the side
   // file when the input keeps external data and the tensor was external or is 1 KiB or
-  // more (streamed: never held whole); inline otherwise.
-  using ByteSink = std::function<void(const char*, size_t)>;
+  // more (streamed: never held whole); inline otherwise, streamed into the output by
+  // write() when of options_.stream_min_bytes or more. `emit` owns what it reads.
   void store_bytes(ox::TensorProto& t, size_t nbytes, const std::function<void(const ByteSink&)>& emit,
                    bool was_external) {
     was_external = was_external || is_external(t);
@@ -505,6 +539,10 @@ class FoldWriter {
     t.clear_external_data();
     t.clear_data_location();
     if (!uses_external_data() || (!was_external && nbytes < 1024)) {
+      if (nbytes >= options_.stream_min_bytes) {
+        streamed_[t.name()] = {nbytes, emit, 0};
+        return;
+      }
       std::string bytes;
       bytes.reserve(nbytes);
       emit([&](const char* b, size_t n) { bytes.append(b, n); });
@@ -1146,23 +1184,64 @@ class FoldWriter {
       files.push_back(std::move(side_));
       summary_.side_file = side_path().string();
     }
-    report_progress(options_.progress, "write model", "bytes", 0, mp_.ByteSizeLong());
-    std::string bytes;
-    if (!mp_.SerializeToString(&bytes))
-      throw ModelError(out_.string(), "the folded model cannot be serialized (over 2 GiB?)");
     files.push_back(std::make_unique<AtomicFileWriter>(out_.string()));
-    // In chunks, so that a large single-file model shows its progress.
-    constexpr size_t kChunk = size_t(1) << 24;
-    for (size_t at = 0; at < bytes.size(); at += kChunk) {
-      report_progress(options_.progress, "write model", "bytes", at, bytes.size());
-      files.back()->write(std::string_view(bytes).substr(at, kChunk));
-    }
-    report_progress(options_.progress, "write model", "bytes", bytes.size(), bytes.size());
+    write_model(*files.back());
     std::vector<AtomicFileWriter*> all;
     for (auto& f : files) all.push_back(f.get());
     for (AtomicFileWriter* w : options_.commit_with) all.push_back(w);
     report_progress(options_.progress, "commit files", "", 0, 0);
     commit_together(all, options_.sync);
+  }
+
+  // The model into `to`: the ModelProto without the data of the streamed initializers
+  // (the in_file_ ones the fold left as they were join streamed_ as copies), and that data
+  // written in its place as it is read (splice_raw_data: the same bytes SerializeToString
+  // gives for the model holding it).
+  void write_model(AtomicFileWriter& to) {
+    for (auto& t : *mp_.mutable_graph()->mutable_initializer()) {
+      if (!in_file(t)) continue;
+      const StoredData& at = in_file_.at(t.name());
+      streamed_[t.name()] = {uint64_t(at.length), {}, at.offset};
+      t.clear_external_data();
+      t.clear_data_location();
+    }
+    std::string model;
+    if (!mp_.SerializeToString(&model))
+      throw ModelError(out_.string(), "the folded model cannot be serialized (over 2 GiB?)");
+    std::map<std::string, uint64_t> sizes;
+    for (const auto& [name, s] : streamed_) sizes[name] = s.size;
+    const SplicedMessage spliced = splice_raw_data(model, sizes);
+    if (spliced.size >= (uint64_t{2} << 30))
+      throw ModelError(out_.string(), "the folded model would be 2 GiB or more, over protobuf's "
+                                      "limit for one message");
+    // In chunks, so that a large single-file model shows its progress.
+    constexpr size_t kChunk = size_t(1) << 24;
+    uint64_t done = 0;
+    auto sink = [&](const char* b, size_t n) {
+      for (size_t at = 0; at < n; at += kChunk) {
+        report_progress(options_.progress, "write model", "bytes", done, spliced.size);
+        const size_t len = std::min(kChunk, n - at);
+        to.write(std::string_view(b + at, len));
+        done += len;
+      }
+    };
+    for (const SplicedPiece& p : spliced.pieces) {
+      if (p.tensor.empty()) {
+        sink(p.bytes.data(), p.bytes.size());
+        continue;
+      }
+      const uint64_t before = done;
+      const Streamed& s = streamed_.at(p.tensor);
+      if (s.emit) {
+        s.emit(sink);
+      } else {
+        to.append_from(source_.string(), s.offset, s.size);
+        done += s.size;
+      }
+      if (done - before != p.size)
+        throw InternalError("write_folded_onnx: " + p.tensor + ": wrong byte count");
+    }
+    report_progress(options_.progress, "write model", "bytes", done, spliced.size);
   }
 
   // Initializers that only the replaced norms' nodes read (their eps, exponent, axes)
@@ -1236,11 +1315,12 @@ FoldWriteSummary write_folded_onnx(const fs::path& source, const ImportedParams&
 }
 
 std::vector<fs::path> external_data_files(const fs::path& path) {
-  const ox::ModelProto mp = parse_model(path);
+  std::map<std::string, StoredData> in_file;
+  const ox::ModelProto mp = parse_model_leaving_data(path, kLeaveInFileBytes, in_file);
   const fs::path dir = fs::absolute(path).parent_path();
   std::set<fs::path> files;
   for (const auto& t : mp.graph().initializer())
-    if (is_external(t)) files.insert((dir / external_key(t, "location")).lexically_normal());
+    if (is_external(t) && !in_file.count(t.name())) files.insert((dir / external_key(t, "location")).lexically_normal());
   return {files.begin(), files.end()};
 }
 

@@ -7,6 +7,7 @@
 // Plain C++ types only, like the other public headers of lnv_onnx.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -41,6 +42,11 @@ struct FoldWriteOptions {
   // raised to 23.
   bool keep_opset = false;
   bool sync = true;  // fsync before the renames
+  // Single-file input: an initializer whose raw_data has this many bytes or more is never
+  // held in memory; its data goes from the input into the output as the output is
+  // written (copied, or centered chunk by chunk). The output does not depend on it;
+  // UINT64_MAX parses and holds the whole model.
+  uint64_t stream_min_bytes = uint64_t{1} << 16;
   // Written and committed together with the model (a report), all or nothing.
   std::vector<AtomicFileWriter*> commit_with;
   // Hears the steps: "parse model", "center weights" (over the centered initializers),

@@ -629,6 +629,11 @@ lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dim
   return import_graph(fold_constants(loaded).model, defer_values, progress);
 }
 
+lnv::Graph import_onnx_bytes(std::string_view bytes, const std::string& name,
+                             const DimBindings& dims) {
+  return import_graph(fold_constants(load_onnx_bytes(bytes, name, dims)).model);
+}
+
 bool is_onnx_path(const std::filesystem::path& path) {
   if (path.extension() == ".onnx") return true;
   // Only a regular file is peeked at: reading a FIFO's first byte would consume it.

@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "core/graph.h"
 #include "onnx/onnx_model.h"
@@ -36,6 +37,11 @@ lnv::Graph import_graph(const Model& folded, bool defer_values = false,
 // `defer_values`, "read weights" (over the params' values).
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,
                        bool defer_values = false, const ProgressFn& progress = {});
+
+// load_onnx_bytes, fold_constants, import_graph: an ONNX model held in memory (the Python
+// package's in-memory export), `name` standing for the file in errors.
+lnv::Graph import_onnx_bytes(std::string_view bytes, const std::string& name,
+                             const DimBindings& dims);
 
 // Whether the importer maps ONNX op `op_type` of `domain` ("" for ONNX's own) onto
 // model.json ops (for some of its attributes and operands at least), norms included.

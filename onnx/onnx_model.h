@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -206,6 +207,11 @@ using DimBindings = std::map<std::string, int64_t>;
 // model", "infer shapes" (no count), "decode initializers" (over initializers).
 Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {},
                 const ProgressFn& progress = {});
+
+// The same for a serialized ModelProto held in memory (an exporter's output): `name` stands
+// for the file in errors and in Model::path. Initializers with external data are refused.
+Model load_onnx_bytes(std::string_view bytes, const std::string& name,
+                      const DimBindings& dims = {});
 
 // The symbolic dims (dim_param) of the graph inputs of the ONNX file at `path` (those
 // without an initializer of the same name), each once, in the order the inputs use them.

@@ -6,11 +6,6 @@
 #include <onnx/proto_utils.h>
 #include <onnx/shape_inference/implementation.h>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -25,6 +20,7 @@
 #include "onnx/fold_ops.h"
 #include "onnx/newer_opsets.h"
 #include "onnx/onnx_model.h"
+#include "onnx/wire_format.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -563,194 +559,6 @@ ox::ModelProto encode_model(const Model& m, bool float_data) {
   return mp;
 }
 
-// --- single-file models: large raw_data stays in the file ----------------------------
-
-// The file mapped read-only: only the pages the wire walk touches are read.
-class MappedFile {
- public:
-  explicit MappedFile(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw ModelError(path.string(), "cannot open the file");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw ModelError(path.string(), "not a regular file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ >= (size_t{2} << 30)) {
-      ::close(fd);
-      throw ModelError(path.string(),
-                       "the file is " + std::to_string(size_) + " bytes, 2 GiB or more: over "
-                       "protobuf's limit for one message, so an ONNX model that large keeps "
-                       "its weights in external data files");
-    }
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        ::close(fd);
-        throw ModelError(path.string(), "cannot read the file");
-      }
-      data_ = static_cast<const char*>(p);
-    }
-    ::close(fd);
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<char*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const char* data() const { return data_ ? data_ : ""; }
-  size_t size() const { return size_; }
-
- private:
-  const char* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-// raw_data of this many bytes or more is left in the model file.
-constexpr uint64_t kLeaveInFileBytes = uint64_t{1} << 16;
-
-// One field of a message in protobuf's wire format: [begin, end) spans tag and value;
-// for a length-delimited field `payload` holds its bytes.
-struct WireField {
-  uint64_t number = 0;
-  int wire_type = 0;
-  const char* begin = nullptr;
-  const char* end = nullptr;
-  std::string_view payload;
-};
-
-bool read_varint(const char*& p, const char* end, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (p == end) return false;
-    const auto b = static_cast<uint8_t>(*p++);
-    v |= uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80)) return true;
-  }
-  return false;
-}
-
-void write_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-
-// The next field at `p`, or false at the end of [p, end) or on bytes that are not the
-// wire format (protobuf then reports the file).
-bool next_field(const char*& p, const char* end, WireField& f) {
-  if (p == end) return false;
-  f.begin = p;
-  uint64_t tag = 0;
-  if (!read_varint(p, end, tag)) return false;
-  f.number = tag >> 3;
-  f.wire_type = static_cast<int>(tag & 7);
-  uint64_t v = 0;
-  switch (f.wire_type) {
-    case 0: if (!read_varint(p, end, v)) return false; break;
-    case 1: if (end - p < 8) return false; p += 8; break;
-    case 5: if (end - p < 4) return false; p += 4; break;
-    case 2:
-      if (!read_varint(p, end, v) || v > uint64_t(end - p)) return false;
-      f.payload = std::string_view(p, static_cast<size_t>(v));
-      p += v;
-      break;
-    default: return false;  // groups: not in ONNX
-  }
-  f.end = p;
-  return true;
-}
-
-void append_bytes_field(std::string& out, uint64_t number, std::string_view bytes) {
-  write_varint(out, number << 3 | 2);
-  write_varint(out, bytes.size());
-  out.append(bytes);
-}
-
-// The fields of one message, or nullopt when its bytes do not parse.
-std::optional<std::vector<WireField>> wire_fields(std::string_view msg) {
-  std::vector<WireField> fields;
-  const char* p = msg.data();
-  const char* end = p + msg.size();
-  WireField f;
-  while (next_field(p, end, f)) fields.push_back(f);
-  if (p != end) return std::nullopt;
-  return fields;
-}
-
-// TensorProto fields (onnx.proto): name 8, raw_data 9, external_data 13, data_location 14.
-// A tensor whose raw_data is large becomes external data at `location` (the model file),
-// its raw_data's offset in the file; `left` records it by name.
-std::optional<std::string> leave_raw_data(std::string_view tensor, const char* file_begin,
-                                          const std::string& location,
-                                          std::map<std::string, StoredData>& left) {
-  const auto fields = wire_fields(tensor);
-  if (!fields) return std::nullopt;
-  const WireField* raw = nullptr;
-  std::string name;
-  for (const WireField& f : *fields) {
-    if (f.number == 13 || f.number == 14) return std::nullopt;  // already external
-    if (f.number == 9 && f.wire_type == 2) raw = &f;
-    if (f.number == 8 && f.wire_type == 2) name = std::string(f.payload);
-  }
-  if (!raw || raw->payload.size() < kLeaveInFileBytes || left.count(name)) return std::nullopt;
-  std::string out;
-  for (const WireField& f : *fields)
-    if (&f != raw) out.append(f.begin, f.end);
-  const int64_t offset = raw->payload.data() - file_begin;
-  const int64_t length = static_cast<int64_t>(raw->payload.size());
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location},
-                                   {"offset", std::to_string(offset)},
-                                   {"length", std::to_string(length)}}) {
-    std::string entry;
-    append_bytes_field(entry, 1, key);
-    append_bytes_field(entry, 2, value);
-    append_bytes_field(out, 13, entry);
-  }
-  write_varint(out, 14 << 3 | 0);
-  write_varint(out, ox::TensorProto::EXTERNAL);
-  left[name] = StoredData{{}, offset, length, ElemType::Undefined, ""};
-  return out;
-}
-
-// The message with its length-delimited field `number` replaced by `rewrite(payload)`
-// where that gives a value; nullopt when nothing changed or the bytes do not parse.
-template <class Rewrite>
-std::optional<std::string> rewrite_fields(std::string_view msg, uint64_t number, Rewrite rewrite) {
-  const auto fields = wire_fields(msg);
-  if (!fields) return std::nullopt;
-  std::string out;
-  bool changed = false;
-  for (const WireField& f : *fields) {
-    std::optional<std::string> sub;
-    if (f.number == number && f.wire_type == 2) sub = rewrite(f.payload);
-    if (sub) {
-      append_bytes_field(out, number, *sub);
-      changed = true;
-    } else {
-      out.append(f.begin, f.end);
-    }
-  }
-  if (!changed) return std::nullopt;
-  return out;
-}
-
-// The model's bytes with the raw_data of every large initializer of the main graph
-// (ModelProto.graph 7, GraphProto.initializer 5) left in the file, or nullopt when there
-// is none (or the bytes are not a ModelProto: protobuf then says so).
-std::optional<std::string> strip_raw_data(const MappedFile& file, const std::string& location,
-                                          std::map<std::string, StoredData>& left) {
-  const std::string_view bytes(file.data(), file.size());
-  return rewrite_fields(bytes, 7, [&](std::string_view graph) {
-    return rewrite_fields(graph, 5, [&](std::string_view tensor) {
-      return leave_raw_data(tensor, file.data(), location, left);
-    });
-  });
-}
-
 // --- loading ---------------------------------------------------------------------------
 
 
@@ -993,6 +801,26 @@ Model load_onnx(const fs::path& path, const DimBindings& dims, const ProgressFn&
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
   report_progress(progress, "decode model", "", 0, 0);
+  return decode_model(mp, path, ctx);
+}
+
+Model load_onnx_bytes(std::string_view bytes, const std::string& name, const DimBindings& dims) {
+  const fs::path path(name);
+  FileContext ctx{name, fs::path("."), {}, {}};
+  ox::ModelProto mp;
+  if (!ox::ParseProtoFromBytes(&mp, bytes.data(), bytes.size()))
+    throw ModelError(name, "not an ONNX model: the bytes do not parse as an ONNX ModelProto "
+                           "(truncated, or not ONNX)");
+  // Bytes in memory have no folder: external data cannot be found from them.
+  for (const auto& t : mp.graph().initializer())
+    if (t.data_location() == ox::TensorProto::EXTERNAL)
+      throw ModelError(name + ": initializer " + in_quotes(t.name()),
+                       "keeps its data in an external file, which ONNX bytes in memory cannot "
+                       "refer to");
+  refuse_cycles(mp.graph(), name);
+  run_checker(mp, ctx.model_dir, name);
+  bind_input_dims(*mp.mutable_graph(), dims, name);
+  run_shape_inference(mp, name);
   return decode_model(mp, path, ctx);
 }
 

@@ -1,9 +1,14 @@
 #include "reports/junit.h"
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/error.h"
 
 namespace lnv::report {
 namespace {
@@ -97,6 +102,137 @@ std::string junit_xml(const std::vector<JunitSuite>& suites) {
   }
   os << "</testsuites>\n";
   return os.str();
+}
+
+namespace {
+
+// A reader of junit_xml's output: a cursor over the text.
+class JunitReader {
+ public:
+  JunitReader(const std::string& xml, const std::string& file) : xml_(xml), file_(file) {}
+
+  std::vector<JunitSuite> suites() {
+    expect("<?xml");
+    skip_past("?>");
+    expect("<testsuites");
+    attributes();
+    std::vector<JunitSuite> out;
+    while (!take("</testsuites>")) {
+      expect("<testsuite");
+      JunitSuite s;
+      s.name = attribute(attributes(), "name");
+      while (!take("</testsuite>")) s.cases.push_back(test_case());
+      for (const JunitCase& c : s.cases) s.seconds += c.seconds;
+      out.push_back(std::move(s));
+    }
+    skip_space();
+    if (at_ != xml_.size()) fail("text after </testsuites>");
+    return out;
+  }
+
+ private:
+  using Attributes = std::map<std::string, std::string>;
+  const std::string& xml_;
+  const std::string& file_;
+  size_t at_ = 0;
+  bool closed_ = false;  // the last start tag ended with "/>"
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ModelError(file_, "not JUnit XML written by lnverify: " + what + " at byte " + std::to_string(at_));
+  }
+  void skip_space() {
+    while (at_ < xml_.size() && std::isspace(static_cast<unsigned char>(xml_[at_]))) ++at_;
+  }
+  bool take(const char* token) {
+    skip_space();
+    const size_t n = std::char_traits<char>::length(token);
+    if (xml_.compare(at_, n, token) != 0) return false;
+    at_ += n;
+    return true;
+  }
+  void expect(const char* token) {
+    if (!take(token)) fail(std::string("expected ") + token);
+  }
+  void skip_past(const char* token) {
+    const size_t p = xml_.find(token, at_);
+    if (p == std::string::npos) fail(std::string("expected ") + token);
+    at_ = p + std::char_traits<char>::length(token);
+  }
+  // NAME="VALUE" pairs up to the end of the start tag; closed_ says whether it was "/>".
+  Attributes attributes() {
+    Attributes a;
+    for (;;) {
+      if (take("/>")) { closed_ = true; return a; }
+      if (take(">")) { closed_ = false; return a; }
+      const size_t eq = xml_.find("=\"", at_);
+      if (eq == std::string::npos) fail("expected an attribute");
+      const std::string name = xml_.substr(at_, eq - at_);
+      const size_t end = xml_.find('"', eq + 2);
+      if (end == std::string::npos || name.empty() || name.find_first_of(" <>/") != std::string::npos)
+        fail("expected an attribute");
+      a[name] = unescape(xml_.substr(eq + 2, end - eq - 2));
+      at_ = end + 1;
+    }
+  }
+  std::string attribute(const Attributes& a, const std::string& name) const {
+    auto it = a.find(name);
+    if (it == a.end()) fail("no attribute '" + name + "'");
+    return it->second;
+  }
+  std::string text_until(const char* end_tag) {
+    const size_t p = xml_.find(end_tag, at_);
+    if (p == std::string::npos) fail(std::string("expected ") + end_tag);
+    std::string t = unescape(xml_.substr(at_, p - at_));
+    at_ = p + std::char_traits<char>::length(end_tag);
+    return t;
+  }
+  JunitCase test_case() {
+    using R = JunitCase::Result;
+    expect("<testcase");
+    const Attributes a = attributes();
+    JunitCase c{attribute(a, "classname"), attribute(a, "name"), R::passed, "", "",
+                std::strtod(attribute(a, "time").c_str(), nullptr)};
+    if (closed_) return c;
+    if (take("<system-out>")) {
+      c.text = text_until("</system-out>");
+    } else if (take("<skipped")) {
+      c.result = R::skipped;
+      c.message = attribute(attributes(), "message");
+      if (!closed_) fail("expected <skipped .../>");
+    } else {
+      const bool failure = take("<failure");
+      if (!failure) expect("<error");
+      c.result = failure ? R::failure : R::error;
+      c.message = attribute(attributes(), "message");
+      if (!closed_) c.text = text_until(failure ? "</failure>" : "</error>");
+    }
+    expect("</testcase>");
+    return c;
+  }
+  static std::string unescape(const std::string& s) {
+    static const std::pair<const char*, char> entities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}, {"&#13;", '\r'}};
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      bool matched = false;
+      if (s[i] == '&')
+        for (const auto& [name, ch] : entities)
+          if (s.compare(i, std::char_traits<char>::length(name), name) == 0) {
+            out += ch;
+            i += std::char_traits<char>::length(name) - 1;
+            matched = true;
+            break;
+          }
+      if (!matched) out += s[i];
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<JunitSuite> read_junit_xml(const std::string& xml, const std::string& file) {
+  return JunitReader(xml, file).suites();
 }
 
 JunitSuite audit_junit(const nlohmann::json& audit, const AuditDiff* diff) {

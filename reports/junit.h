@@ -43,6 +43,12 @@ struct JunitSuite {
 // <testsuites> with one <testsuite> each; counts are computed from the cases.
 std::string junit_xml(const std::vector<JunitSuite>& suites);
 
+// The suites of JUnit XML that junit_xml wrote (its dialect only: suites, test cases and
+// their results, text unescaped), so that shards' files can be merged
+// (reports/shard_merge.h). Throws lnv::ModelError naming `file` and the byte where the
+// text is not that dialect.
+std::vector<JunitSuite> read_junit_xml(const std::string& xml, const std::string& file);
+
 // `audit` is an audit report (audit_json); `diff`, when given, its comparison with a baseline.
 JunitSuite audit_junit(const nlohmann::json& audit, const AuditDiff* diff);
 JunitSuite check_junit(const CheckReport& r);

@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 dir=build
 if [ "${1:-}" = "--sanitize" ]; then
   shift
+  if ! command -v clang++-14 >/dev/null; then
+    echo "test: --sanitize needs clang++-14 and libFuzzer: bash scripts/setup.sh --tests installs them" >&2
+    exit 2
+  fi
   bash scripts/asan_build.sh
   dir=build-asan
   # The CLI scripts swap `ulimit -v` (no room for ASan's shadow memory) for ASan's own caps.

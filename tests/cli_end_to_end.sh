@@ -68,6 +68,20 @@ run "fuzz --keep-going over an over-cautious case" 1 "$LNV" fuzz --cases 1 --see
 has "fuzz --keep-going: the case is counted as over-cautious, not as a wrong yes" \
   '0 wrong "yes" .*; 1 over-cautious "no": 314870'
 absent "fuzz --keep-going: an over-cautious case is not written" "$T/fuzzk1/case-314870.model.json"
+# --jobs: worker processes; the reports (less timings and --out) do not depend on it, an
+# over-cautious case among the cases included.
+for j in 1 3; do
+  run "fuzz --jobs $j" 1 "$LNV" fuzz --cases 6 --seed 314867 --keep-going --jobs "$j" \
+    --out "$T/fuzzj$j" --json "$T/fuzzj$j.json" --junit "$T/fuzzj$j.xml"
+done
+has "fuzz --jobs: the over-cautious case is found" '1 over-cautious "no": 314870'
+norm_fuzz() { sed -E -e '/"(seconds|out)":/d' -e 's/time="[^"]*"//g' "$1"; }
+if [ -s "$T/fuzzj1.json" ] && cmp -s <(norm_fuzz "$T/fuzzj1.json") <(norm_fuzz "$T/fuzzj3.json") &&
+   cmp -s <(norm_fuzz "$T/fuzzj1.xml") <(norm_fuzz "$T/fuzzj3.xml"); then
+  ok "fuzz --jobs 3 writes the reports --jobs 1 writes"
+else
+  bad "fuzz --jobs 3 writes the reports --jobs 1 writes"
+fi
 
 # --- bad input: clear error naming the place, exit 2, no output file ----------------------
 printf '{"format": "lnverify.model", "version": 1, ' > "$T/truncated.json"

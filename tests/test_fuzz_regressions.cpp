@@ -43,6 +43,15 @@ TEST(FuzzRegressions, KeptInputsReplayClean) {
       ++replayed;
     }
   RecordProperty("replayed", replayed);
+  // A kept input in a folder no target is named for would never be replayed, and a replay
+  // of nothing passes without testing anything.
+  for (const fs::directory_entry& d : fs::directory_iterator(root)) {
+    if (!d.is_directory()) continue;
+    bool known = false;
+    for (const fuzz::Target& t : fuzz::all_targets()) known = known || d.path().filename() == t.name;
+    EXPECT_TRUE(known) << d.path() << " is named for no fuzz target";
+  }
+  EXPECT_GE(replayed, 1) << "no kept input under " << root;
 }
 
 TEST(FuzzRegressions, SeedsReplayClean) {

@@ -2,6 +2,7 @@
 // ops (nodes in reverse topological order, each adding into its inputs' adjoints).
 #include <algorithm>
 
+#include "core/eval/bounded.h"
 #include "core/eval/kernels.h"
 
 namespace lnv::eval {
@@ -417,5 +418,7 @@ template Gradients<double> gradients<double>(const Graph&, const Evaluation<doub
                                              const RunOptions&, const std::vector<Tensor<double>>&);
 template Gradients<Mpfr> gradients<Mpfr>(const Graph&, const Evaluation<Mpfr>&,
                                          const RunOptions&, const std::vector<Tensor<Mpfr>>&);
+template Gradients<Bounded> gradients<Bounded>(const Graph&, const Evaluation<Bounded>&,
+                                               const RunOptions&);
 
 }  // namespace lnv::eval

@@ -1,6 +1,7 @@
 // Forward evaluation of every op (one switch), random inputs and loss cotangents.
 #include <algorithm>
 
+#include "core/eval/bounded.h"
 #include "core/eval/kernels.h"
 
 namespace lnv::eval {
@@ -409,5 +410,6 @@ Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunO
 
 LNV_INSTANTIATE_FORWARD(double)
 LNV_INSTANTIATE_FORWARD(Mpfr)
+LNV_INSTANTIATE_FORWARD(Bounded)
 
 }  // namespace lnv::eval
