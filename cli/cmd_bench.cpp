@@ -187,7 +187,7 @@ int run_bench(const Options&) { exec_torch_helper("bench"); }
 Action setup(CLI::App& sub) {
   auto st = std::make_shared<Options>();
   sub.add_option("MODEL", st->model, "model to time, original against folded (model.json or .onnx)");
-  sub.add_option("--dim", st->dims, "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable)");
+  sub.add_option("--dim", st->dims, "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable; a dim left free is bound to 1)");
   sub.add_option("--zoo", st->zoo, "time a zoo architecture (gpt2, bert, ...) built in memory");
   sub.add_option("--seq", st->seqs,
                  "sequence lengths, e.g. 128,512 (with --zoo, or a model `lnverify zoo` wrote)")

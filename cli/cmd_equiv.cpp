@@ -30,9 +30,11 @@ struct Options {
   check::EquivOptions equiv;
 };
 
-// --dim binds the symbolic dims of the ONNX models among the two.
+// --dim binds the symbolic dims of the ONNX models among the two; a name neither has is
+// warned about once.
 Graph load(const std::string& path, const std::vector<std::string>& dims) {
-  return load_input(path, is_onnx_input(path) ? dims : std::vector<std::string>{});
+  return load_input(path, is_onnx_input(path) ? dims : std::vector<std::string>{}, {},
+                    /*warn_unknown_dims=*/false);
 }
 
 int run(Options& opt) {
@@ -40,6 +42,7 @@ int run(Options& opt) {
   if (!opt.dims.empty() && !is_onnx_input(opt.a) && !is_onnx_input(opt.b))
     throw ModelError("--dim", "binds the symbolic dims of an ONNX model; " + opt.a + " and " +
                                   opt.b + " are model.json");
+  warn_unknown_dims({opt.a, opt.b}, opt.dims);
   const Graph a = load(opt.a, opt.dims);
   const Graph b = load(opt.b, opt.dims);
   opt.equiv.mode = opt.mode == "training" ? Mode::training : Mode::inference;
@@ -74,7 +77,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("A", opt->a, "the first model (model.json or .onnx)")->required();
   sub.add_option("B", opt->b, "the second model (model.json or .onnx)")->required();
   sub.add_option("--dim", opt->dims,
-                 "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable)")
+                 "ONNX models: bind a symbolic input dim, NAME=VALUE (repeatable; a dim left free is bound to 1)")
       ->take_all()
       ->allow_extra_args(false);
   sub.add_option("--mode", opt->mode,

@@ -17,11 +17,15 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_export {
 namespace {
 
 namespace ox = ::onnx;
+using onnx_import::onnx_op_of;
+using onnx_import::RmsStep;
+using onnx_import::UniqueNames;
 
 // The largest finite float32: an additive causal mask of this magnitude gives a masked
 // score exactly zero probability (exp underflows to 0 in float32, double and MPFR alike),
@@ -51,9 +55,9 @@ std::vector<double> centered(std::vector<double> v, const Shape& s, int64_t axis
 class Exporter {
  public:
   Exporter(const Graph& g, bool float64) : g_(g), float64_(float64) {
-    for (const Input& in : g.inputs) taken_.insert(in.name);
-    for (const Param& p : g.params) taken_.insert(p.name);
-    for (const Node& n : g.nodes) taken_.insert(n.name);
+    for (const Input& in : g.inputs) names_.take(in.name);
+    for (const Param& p : g.params) names_.take(p.name);
+    for (const Node& n : g.nodes) names_.take(n.name);
   }
 
   ox::ModelProto run() {
@@ -80,12 +84,7 @@ class Exporter {
  private:
   // ------------------------------------------------------------ names, nodes, constants
 
-  std::string fresh(const std::string& want) {
-    std::string name = want;
-    for (int k = 2; taken_.count(name); ++k) name = want + "." + std::to_string(k);
-    taken_.insert(name);
-    return name;
-  }
+  std::string fresh(const std::string& want) { return names_.fresh(want); }
 
   int32_t float_type() const { return float64_ ? ox::TensorProto::DOUBLE : ox::TensorProto::FLOAT; }
 
@@ -290,8 +289,8 @@ class Exporter {
 
   // A norm over the trailing axes `red` of `in`, spelled as the importer
   // (onnx/import_patterns.cpp) reads it back, its first node named `name`:
-  // layer_norm: ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div;
-  // rms_norm: Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div; then [Mul weight], [Add bias].
+  // layer_norm: ReduceMean -> Sub, then the RMSNorm's steps (onnx/ops.def,
+  // LNV_ONNX_RMS_STEP): Pow 2 -> ReduceMean -> Add eps -> Sqrt -> Div -> [Mul weight] -> [Add bias].
   // (LayerNormalization needs a Scale: a layer_norm without weight is spelled out, so that
   // it reads back without one.)
   void decomposed_norm(const std::string& name, Op kind, const std::string& in,
@@ -299,7 +298,7 @@ class Exporter {
                        const std::string& b, const std::string& out) {
     ox::NodeProto* np = nullptr;
     auto reduce_mean = [&](const std::string& node, const std::string& x, const std::string& value) {
-      emit("ReduceMean", node, {x}, value, &np);
+      emit(onnx_op_of(RmsStep::mean_square), node, {x}, value, &np);
       attr_ints(np, "axes", red);
       attr_i(np, "keepdims", 1);
       return value;
@@ -308,14 +307,14 @@ class Exporter {
     std::string d = in;
     if (!rms) d = step("Sub", name, "centered", {in, reduce_mean(name, in, fresh(name + ".mean"))});
     const std::string two = scalar(name, "two", 2.0);
-    const std::string sq = rms ? emit("Pow", name, {d, two}, fresh(name + ".square"))
-                               : step("Pow", name, "square", {d, two});
+    const char* pow = onnx_op_of(RmsStep::square);
+    const std::string sq = rms ? emit(pow, name, {d, two}, fresh(name + ".square")) : step(pow, name, "square", {d, two});
     const std::string var = reduce_mean(fresh(name + ".mean_square"), sq, fresh(name + ".mean_square_value"));
-    const std::string ve = step("Add", name, "mean_square_eps", {var, scalar(name, "eps", eps)});
-    const std::string den = step("Sqrt", name, "root", {ve});
-    std::vector<std::pair<std::string, std::string>> tail = {{"Div", den}};
-    if (!w.empty()) tail.push_back({"Mul", w});
-    if (!b.empty()) tail.push_back({"Add", b});
+    const std::string ve = step(onnx_op_of(RmsStep::plus_eps), name, "mean_square_eps", {var, scalar(name, "eps", eps)});
+    const std::string den = step(onnx_op_of(RmsStep::root), name, "root", {ve});
+    std::vector<std::pair<std::string, std::string>> tail = {{onnx_op_of(RmsStep::normalize), den}};
+    if (!w.empty()) tail.push_back({onnx_op_of(RmsStep::weight), w});
+    if (!b.empty()) tail.push_back({onnx_op_of(RmsStep::bias), b});
     std::string v = d;
     for (size_t i = 0; i < tail.size(); ++i) {
       const std::string node = fresh(name + "." + (i == 0 ? "normalized" : i == 1 && !w.empty() ? "weighted" : "biased"));
@@ -336,7 +335,7 @@ class Exporter {
       case Op::attention: return export_attention(n);
       case Op::add: case Op::sub: case Op::mul: case Op::div: return export_binary(n);
       case Op::scale: emit("Mul", n.name, {value(n.inputs[0]), scalar(n.name, "factor", n.factor)}, n.name); return;
-      case Op::dropout: emit("Dropout", n.name, {value(n.inputs[0]), scalar(n.name, "ratio", n.p)}, n.name); return;
+      case Op::dropout: emit(onnx_op_of(n.op), n.name, {value(n.inputs[0]), scalar(n.name, "ratio", n.p)}, n.name); return;
       case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::exp:
       case Op::sqrt: case Op::reciprocal: case Op::erf: case Op::hard_sigmoid: case Op::hard_swish:
       case Op::clip: return export_unary(n);
@@ -349,13 +348,13 @@ class Exporter {
           x = step("Add", n.name, "masked", {x, float_init(fresh(n.name + ".mask"), n.condition_shape, m,
                                                              where(n), true)});
         }
-        emit("Softmax", n.name, {x}, n.name, &np);
+        emit(onnx_op_of(n.op), n.name, {x}, n.name, &np);
         attr_i(np, "axis", n.axis);
         return;
       }
       case Op::mean: case Op::max: {
         ox::NodeProto* np = nullptr;
-        emit(n.op == Op::mean ? "ReduceMean" : "ReduceMax", n.name, {value(n.inputs[0])}, n.name, &np);
+        emit(onnx_op_of(n.op), n.name, {value(n.inputs[0])}, n.name, &np);
         attr_ints(np, "axes", n.axes);
         attr_i(np, "keepdims", n.keepdims ? 1 : 0);
         return;
@@ -403,12 +402,12 @@ class Exporter {
       in[1] = step("Transpose", n.name, "b_transposed", {in[1]}, &np);
       attr_ints(np, "perm", perm);
     }
-    emit("MatMul", n.name, {in[0], in[1]}, n.name);
+    emit(onnx_op_of(n.op), n.name, {in[0], in[1]}, n.name);
   }
 
   void export_embedding(const Node& n) {
     ox::NodeProto* np = nullptr;
-    emit("Gather", n.name, {param_attr(n, "weight", n.weight), value(n.inputs[0])}, n.name, &np);
+    emit(onnx_op_of(n.op), n.name, {param_attr(n, "weight", n.weight), value(n.inputs[0])}, n.name, &np);
     attr_i(np, "axis", 0);
   }
 
@@ -421,7 +420,7 @@ class Exporter {
     std::vector<std::string> in = {value(n.inputs[0]), param_attr(n, "weight", n.weight)};
     if (!n.bias.empty()) in.push_back(param_attr(n, "bias", n.bias));
     ox::NodeProto* np = nullptr;
-    emit("Conv", n.name, in, n.name, &np);
+    emit(onnx_op_of(n.op), n.name, in, n.name, &np);
     const std::vector<int64_t> begin = per_axis(n.padding);
     std::vector<int64_t> pads = begin;  // ONNX: all begins, then all ends
     pads.insert(pads.end(), begin.begin(), begin.end());
@@ -515,22 +514,17 @@ class Exporter {
   }
 
   void export_binary(const Node& n) {
-    static const std::map<Op, const char*> kOps = {{Op::add, "Add"}, {Op::sub, "Sub"}, {Op::mul, "Mul"}, {Op::div, "Div"}};
-    emit(kOps.at(n.op), n.name, {value(n.inputs[0]), value(n.inputs[1])}, n.name);
+    emit(onnx_op_of(n.op), n.name, {value(n.inputs[0]), value(n.inputs[1])}, n.name);
   }
 
   void export_unary(const Node& n) {
     const std::string x = value(n.inputs[0]);
     ox::NodeProto* np = nullptr;
     switch (n.op) {
-      case Op::relu: emit("Relu", n.name, {x}, n.name); return;
-      case Op::tanh: emit("Tanh", n.name, {x}, n.name); return;
-      case Op::sigmoid: emit("Sigmoid", n.name, {x}, n.name); return;
-      case Op::exp: emit("Exp", n.name, {x}, n.name); return;
-      case Op::sqrt: emit("Sqrt", n.name, {x}, n.name); return;
-      case Op::reciprocal: emit("Reciprocal", n.name, {x}, n.name); return;
-      case Op::erf: emit("Erf", n.name, {x}, n.name); return;
-      case Op::hard_swish: emit("HardSwish", n.name, {x}, n.name); return;
+      case Op::relu: case Op::tanh: case Op::sigmoid: case Op::exp: case Op::sqrt:
+      case Op::reciprocal: case Op::erf: case Op::hard_swish:
+        emit(onnx_op_of(n.op), n.name, {x}, n.name);
+        return;
       case Op::silu: {
         const std::string s = step("Sigmoid", n.name, "sigmoid", {x});
         emit("Mul", n.name, {x, s}, n.name);
@@ -556,7 +550,7 @@ class Exporter {
           emit("Clip", n.name, {lin, scalar(n.name, "min", 0.0), scalar(n.name, "max", 1.0)}, n.name);
           return;
         }
-        emit("HardSigmoid", n.name, {x}, n.name, &np);
+        emit(onnx_op_of(n.op), n.name, {x}, n.name, &np);
         attr_f(np, "alpha", n.alpha);
         attr_f(np, "beta", n.beta);
         return;
@@ -565,7 +559,7 @@ class Exporter {
         const bool lo = std::isfinite(n.min), hi = std::isfinite(n.max);
         std::vector<std::string> in = {x, lo ? scalar(n.name, "min", n.min) : ""};
         if (hi) in.push_back(scalar(n.name, "max", n.max));
-        emit("Clip", n.name, in, n.name);
+        emit(onnx_op_of(n.op), n.name, in, n.name);
         return;
       }
       default: LNV_INTERNAL_ASSERT(false, "export_unary: not a unary op");
@@ -577,30 +571,30 @@ class Exporter {
     ox::NodeProto* np = nullptr;
     switch (n.op) {
       case Op::transpose:
-        emit("Transpose", n.name, {x}, n.name, &np);
+        emit(onnx_op_of(n.op), n.name, {x}, n.name, &np);
         attr_ints(np, "perm", n.perm);
         return;
       case Op::reshape:
-        emit("Reshape", n.name, {x, ints(n.name, "shape", g_.node_shapes[size_t(i)])}, n.name);
+        emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "shape", g_.node_shapes[size_t(i)])}, n.name);
         return;
       case Op::slice: {
         std::vector<int64_t> steps = n.steps.empty() ? std::vector<int64_t>(n.axes.size(), 1) : n.steps;
-        emit("Slice", n.name,
+        emit(onnx_op_of(n.op), n.name,
              {x, ints(n.name, "starts", n.starts), ints(n.name, "ends", n.ends), ints(n.name, "axes", n.axes),
               ints(n.name, "steps", steps)},
              n.name);
         return;
       }
       case Op::expand:
-        emit("Expand", n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
+        emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
         return;
       case Op::pad:
-        emit("Pad", n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)}, n.name);
+        emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)}, n.name);
         return;
       case Op::concat: {
         std::vector<std::string> in;
         for (const auto& v : n.inputs) in.push_back(value(v));
-        emit("Concat", n.name, in, n.name, &np);
+        emit(onnx_op_of(n.op), n.name, in, n.name, &np);
         attr_i(np, "axis", n.axis);
         return;
       }
@@ -619,13 +613,13 @@ class Exporter {
     std::string raw(n.condition.size(), '\0');
     for (size_t k = 0; k < n.condition.size(); ++k) raw[k] = n.condition[k] ? 1 : 0;
     t->set_raw_data(std::move(raw));
-    emit("Where", n.name, {c, value(n.inputs[0]), value(n.inputs[1])}, n.name);
+    emit(onnx_op_of(n.op), n.name, {c, value(n.inputs[0]), value(n.inputs[1])}, n.name);
   }
 
   const Graph& g_;
   const bool float64_;
   ox::GraphProto* gp_ = nullptr;
-  std::set<std::string> taken_;
+  UniqueNames names_;
   std::map<std::tuple<std::string, int64_t, bool>, std::string> params_;
   std::map<int64_t, std::string> causal_masks_;  // by sequence length
 };

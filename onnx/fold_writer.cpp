@@ -55,6 +55,7 @@
 #include "core/stream_center.h"
 #include "onnx/float_formats.h"
 #include "onnx/newer_opsets.h"
+#include "onnx/spellings.h"
 #include "onnx/wire_format.h"
 
 namespace lnv::onnx_import {
@@ -62,6 +63,17 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ox = ::onnx;
+
+// The one node `--rms-op` writes for an RMSNorm (onnx/ops.def, LNV_ONNX_RMS_FUSED);
+// nullptr for the decomposed spelling.
+const char* fused_rms_op(RmsOp r) {
+  switch (r) {
+#define LNV_ONNX_RMS_FUSED(rms_op, OnnxOp) case RmsOp::rms_op: return #OnnxOp;
+#include "onnx/ops.def"
+    case RmsOp::decomposed: break;
+  }
+  return nullptr;
+}
 
 constexpr int64_t kRmsOpset = 23;    // RMSNormalization's opset
 constexpr int64_t kKnownOpset = 17;  // the newest opset ONNX 1.12's own registry knows
@@ -256,7 +268,7 @@ class FoldWriter {
   std::map<std::string, std::string> renamed_;
   std::map<std::string, std::vector<std::string>> norms_;
   std::set<std::string> folded_norms_;
-  std::set<std::string> names_;  // every value and node name of the graph, for fresh()
+  UniqueNames names_;  // every value and node name of the graph, for fresh()
   std::unordered_map<std::string, int> producer_;
   std::unordered_map<std::string, std::vector<Slot>> readers_;
   std::unordered_map<std::string, int> initializer_;
@@ -287,30 +299,25 @@ class FoldWriter {
     return it == renamed_.end() ? lnv_name : it->second;
   }
 
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 2; names_.count(name); ++k) name = base + "." + std::to_string(k);
-    names_.insert(name);
-    return name;
-  }
+  std::string fresh(const std::string& base) { return names_.fresh(base); }
 
   void index_graph() {
     const auto& g = mp_.graph();
     for (int i = 0; i < g.initializer_size(); ++i) {
       initializer_[g.initializer(i).name()] = i;
-      names_.insert(g.initializer(i).name());
+      names_.take(g.initializer(i).name());
     }
-    for (const auto& v : g.input()) names_.insert(v.name());
+    for (const auto& v : g.input()) names_.take(v.name());
     std::set<fs::path> files;
     for (const auto& t : g.initializer())
       if (is_external(t) && !in_file(t)) files.insert(model_dir_ / external_key(t, "location"));
     input_data_files_.assign(files.begin(), files.end());
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
-      names_.insert(n.name());
+      names_.take(n.name());
       for (const auto& o : n.output()) {
         producer_[o] = i;
-        names_.insert(o);
+        names_.take(o);
       }
       for (int k = 0; k < n.input_size(); ++k)
         if (!n.input(k).empty()) readers_[n.input(k)].push_back({i, k});
@@ -1253,21 +1260,26 @@ class FoldWriter {
         return o;
       };
       const std::string xs = half ? cast(x, stat) : x;
-      const std::string sq = value("Pow"), ms = value("ReduceMean"), ve = value("Add"),
-                        sd = value("Sqrt");
-      const std::string scaled = weight ? value("Div") : normed;
-      out.push_back(make_node(base, "Pow", {xs, float_initializer(base + "/two", {}, {2.0}, stat)}, sq));
+      const char* pow = onnx_op_of(RmsStep::square);
+      const char* add = onnx_op_of(RmsStep::plus_eps);
+      const char* root = onnx_op_of(RmsStep::root);
+      const char* div = onnx_op_of(RmsStep::normalize);
+      const std::string sq = value(pow), ms = value(onnx_op_of(RmsStep::mean_square)), ve = value(add),
+                        sd = value(root);
+      const std::string scaled = weight ? value(div) : normed;
+      out.push_back(make_node(base, pow, {xs, float_initializer(base + "/two", {}, {2.0}, stat)}, sq));
       out.push_back(reduce_mean(base, sq, axes, ms));
-      out.push_back(make_node(base, "Add", {ms, float_initializer(base + "/epsilon", {}, {eps}, stat)}, ve));
-      out.push_back(make_node(base, "Sqrt", {ve}, sd));
-      out.push_back(make_node(base, "Div", {x, half ? cast(sd, type) : sd}, scaled));
-      if (weight) out.push_back(make_node(base, "Mul", {scaled, norm_param(base, "weight", *weight, type, at)}, normed));
+      out.push_back(make_node(base, add, {ms, float_initializer(base + "/epsilon", {}, {eps}, stat)}, ve));
+      out.push_back(make_node(base, root, {ve}, sd));
+      out.push_back(make_node(base, div, {x, half ? cast(sd, type) : sd}, scaled));
+      if (weight)
+        out.push_back(make_node(base, onnx_op_of(RmsStep::weight),
+                                {scaled, norm_param(base, "weight", *weight, type, at)}, normed));
     } else {
       if (!weight)
         throw ModelError(source_.string(), "a norm without a weight needs --rms-op decomposed "
                                            "(the fused ops take a scale)");
-      const bool ort = options_.rms_op == RmsOp::ort;
-      ox::NodeProto n = make_node(base, ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
+      ox::NodeProto n = make_node(base, fused_rms_op(options_.rms_op),
                                   {x, norm_param(base, "weight", *weight, type, at)}, normed);
       auto* a = n.add_attribute();
       a->set_name("axis");
@@ -1285,7 +1297,7 @@ class FoldWriter {
     }
     if (bias) {
       if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
-      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, at)}, y));
+      out.push_back(make_node(base, onnx_op_of(RmsStep::bias), {normed, norm_param(base, "bias", *bias, type, at)}, y));
     }
     return out;
   }

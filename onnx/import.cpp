@@ -12,6 +12,7 @@
 #include "core/model_json.h"
 #include "onnx/constant_fold.h"
 #include "onnx/import_context.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -28,8 +29,7 @@ void map_alias(Importer& im, const onnx_import::Node& n, size_t i) {
 }
 
 void map_binary(Importer& im, const onnx_import::Node& n, size_t i) {
-  const Op op = n.op_type == "Add" ? Op::add : n.op_type == "Sub" ? Op::sub
-                : n.op_type == "Mul" ? Op::mul : Op::div;
+  const Op op = *lnv_op_of(n.op_type);
   for (const std::string& v : n.inputs)
     if (!im.is_float_value(v)) return im.opaque(i, "an integer operand");
   // x * c and c * x with a scalar constant c: a scale (exact either way round).
@@ -53,17 +53,11 @@ void map_pow(Importer& im, const onnx_import::Node& n, size_t i) {
 }
 
 void map_unary(Importer& im, const onnx_import::Node& n, size_t i) {
-  static const std::map<std::string, std::string> kNames = {
-      {"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"}, {"Exp", "exp"},
-      {"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"}, {"Erf", "erf"}, {"HardSwish", "hard_swish"},
-      {"Gelu", "gelu"}};
   if (n.op_type == "Gelu") {
     const Attribute* a = n.attr("approximate");
     if (a && a->s != "none") return im.opaque(i, "Gelu with approximate='" + a->s + "'");
   }
-  const auto op = op_from_name(kNames.at(n.op_type));
-  if (!op) return im.opaque(i, "no model.json op '" + kNames.at(n.op_type) + "' yet");
-  im.emit_final(im.node(n, i, *op, {im.value(n.inputs[0])}), n.outputs[0]);
+  im.emit_final(im.node(n, i, *lnv_op_of(n.op_type), {im.value(n.inputs[0])}), n.outputs[0]);
 }
 
 // HardSigmoid: max(0, min(1, alpha x + beta)), ONNX's defaults alpha 0.2, beta 0.5.
@@ -580,24 +574,10 @@ void map_gather(Importer& im, const onnx_import::Node& n, size_t i) {
 
 const std::map<std::string, Mapper>& mappers() {
   static const std::map<std::string, Mapper> kMappers = {
-      {"Identity", map_alias}, {"Cast", map_alias},
-      {"Add", map_binary}, {"Sub", map_binary}, {"Mul", map_binary}, {"Div", map_binary},
-      {"Pow", map_pow}, {"Neg", map_neg},
-      {"Relu", map_unary}, {"Tanh", map_unary}, {"Sigmoid", map_unary}, {"Exp", map_unary},
-      {"Sqrt", map_unary}, {"Reciprocal", map_unary}, {"Erf", map_unary},
-      {"HardSwish", map_unary}, {"Gelu", map_unary},
-      {"HardSigmoid", map_hard_sigmoid}, {"Clip", map_clip},
-      {"MatMul", map_matmul}, {"Gemm", map_gemm}, {"Conv", map_conv},
-      {"BatchNormalization", map_batch_norm},
-      {"Reshape", map_reshape}, {"Flatten", map_reshape}, {"Squeeze", map_reshape},
-      {"Unsqueeze", map_reshape}, {"Transpose", map_transpose}, {"Concat", map_concat},
-      {"Softmax", map_softmax},
-      {"ReduceMean", map_reduce}, {"ReduceMax", map_reduce}, {"ReduceSum", map_reduce},
-      {"GlobalAveragePool", map_reduce}, {"GlobalMaxPool", map_reduce},
-      {"AveragePool", map_reduce},
-      {"Dropout", map_dropout}, {"Gather", map_gather},
-      {"Slice", map_slice}, {"Split", map_split},
-      {"Expand", map_expand}, {"Pad", map_pad}, {"Where", map_where},
+#define LNV_ONNX_OP(op, OnnxOp, mapper) {#OnnxOp, mapper},
+#define LNV_ONNX_READ_OP(op, OnnxOp, mapper) {#OnnxOp, mapper},
+#define LNV_ONNX_READ(OnnxOp, mapper) {#OnnxOp, mapper},
+#include "onnx/ops.def"
   };
   return kMappers;
 }
@@ -659,12 +639,10 @@ lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn
 }
 
 bool is_imported_op(const std::string& domain, const std::string& op_type) {
+  if (norm_op_of(domain, op_type)) return true;
   if (domain == "com.microsoft")
-    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization" ||
-           op_type == "SkipSimplifiedLayerNormalization" || contrib_mappers().count(op_type) != 0;
-  if (!domain.empty() && domain != "ai.onnx") return false;
-  return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
-         op_type == "RMSNormalization" || op_type == "SimplifiedLayerNormalization";
+    return op_type == "SkipSimplifiedLayerNormalization" || contrib_mappers().count(op_type) != 0;
+  return (domain.empty() || domain == "ai.onnx") && mappers().count(op_type) != 0;
 }
 
 lnv::Graph import_onnx(const std::filesystem::path& path, const DimBindings& dims,

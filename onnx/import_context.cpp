@@ -9,11 +9,12 @@
 namespace lnv::onnx_import {
 namespace {
 
-// An initializer's values, left in its file until a command needs them.
+// An initializer's values, left in its file until a command needs them (a param's:
+// finite).
 class StoredValues : public ValueSource {
  public:
   explicit StoredValues(Tensor t) : t_(std::move(t)) {}
-  std::vector<double> read() const override { return stored_floats(t_); }
+  std::vector<double> read() const override { return finite_floats(t_, t_.stored->where); }
 
  private:
   Tensor t_;  // dims and type, and where the data lie
@@ -136,9 +137,7 @@ std::string Importer::fresh(const std::string& want) {
   std::string s;
   for (char c : want) s += allowed_char(c) ? c : '_';
   if (s.empty()) s = "_";
-  std::string name = s;
-  for (int k = 2; names_.count(name); ++k) name = s + "." + std::to_string(k);
-  names_.insert(name);
+  const std::string name = names_.fresh(s);
   if (name != want) renamed_[name] = want;
   return name;
 }
@@ -200,7 +199,7 @@ std::string Importer::param_as(const std::string& v, const Shape& shape) {
 }
 
 std::vector<double> Importer::floats(const std::string& v) const {
-  return stored_floats(constant(v)->value);
+  return finite_floats(constant(v)->value, m_.path.string() + ": initializer '" + v + "'");
 }
 
 std::string Importer::stored_param(const std::string& want, const Shape& shape, const Tensor& t) {

@@ -14,6 +14,7 @@
 
 #include "core/graph.h"
 #include "onnx/onnx_model.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
 
@@ -34,7 +35,8 @@ class Importer {
   // no model.json param can hold), or nullopt.
   std::optional<std::string> non_finite_input(const onnx_import::Node& n) const;
   std::optional<double> scalar(const std::string& v) const;  // a one-element constant
-  // The float values of constant `v`, read from its file when load_onnx left them there.
+  // The float values of constant `v`, read from its file when load_onnx left them there;
+  // an infinity or a NaN is an error naming the initializer.
   std::vector<double> floats(const std::string& v) const;
   const std::vector<int64_t>& shape(const std::string& v) const;  // static; throws if unknown
   bool has_shape(const std::string& v) const { return shapes_.count(v) != 0; }
@@ -112,7 +114,7 @@ class Importer {
   std::set<std::string> index_inputs_;
   std::map<std::string, int64_t> index_ranges_;
   std::unordered_map<std::string, std::string> values_;  // ONNX value -> lnv name
-  std::set<std::string> names_;                           // lnv names taken
+  UniqueNames names_;                                     // lnv names taken
   std::set<size_t> consumed_;
   nlohmann::json renamed_ = nlohmann::json::object();
   nlohmann::json norms_ = nlohmann::json::object();

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "onnx/import_context.h"
+#include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -370,7 +371,8 @@ class Matcher {
   // exact where M itself is not a finite param. M must not enlarge x, and every row must
   // keep a position (ONNX gives NaN for a row of -inf; that Add stays opaque). Before
   // opset 13 only a softmax over the last axis matches (the flattening one is not a
-  // masked softmax over one axis).
+  // masked softmax over one axis). M is read here wherever it lies: a mask of 128 x 128
+  // float32 or more is left in its file on load (Tensor::stored) like a weight.
   void try_masked_softmax(size_t s) {
     const auto& sn = nodes_[s];
     const int a = im_.producer(root(sn.inputs[0]));
@@ -380,7 +382,7 @@ class Matcher {
     const Initializer* m = nullptr;
     for (int k = 0; k < 2 && !m; ++k) {
       const Initializer* c = im_.constant(root(an.inputs[size_t(k)]));
-      if (c && c->value.is_float() && !c->value.stored) m = c, x = root(an.inputs[size_t(1 - k)]);
+      if (c && c->value.is_float()) m = c, x = root(an.inputs[size_t(1 - k)]);
     }
     if (!m || !im_.is_float_value(*x) || !im_.has_shape(*x) || !im_.has_shape(an.outputs[0])) return;
     const std::vector<int64_t>& xs = im_.shape(*x);
@@ -388,7 +390,7 @@ class Matcher {
     lnv::Node masked;
     masked.condition_shape = m->value.dims;
     bool any_masked = false;
-    for (double v : m->value.floats) {
+    for (double v : stored_floats(m->value)) {
       if (v != 0.0 && v != -std::numeric_limits<double>::infinity()) return;
       any_masked = any_masked || v != 0.0;
       masked.condition.push_back(v == 0.0 ? 1 : 0);
@@ -429,7 +431,7 @@ class Matcher {
   void try_norm_op(size_t i) {
     const auto& n = nodes_[i];
     Norm norm;
-    norm.op = n.op_type == "LayerNormalization" ? Op::layer_norm : Op::rms_norm;
+    norm.op = *norm_op_of(n.domain, n.op_type);
     for (size_t k = 1; k < n.outputs.size(); ++k)
       if (im_.used(n, k) && !(norm.op == Op::layer_norm && k <= 2)) return;
     // LayerNormalization's Mean and InvStdDev, when read, are computed beside the norm from

@@ -77,10 +77,13 @@ struct Tensor {
   bool is_float() const { return is_float_type(type); }
 };
 
-// The float values of `t`: `floats`, or its stored data read and decoded. Throws
-// lnv::ModelError naming the tensor when the file no longer holds them or a value is NaN
-// or infinite.
+// The float values of `t` as the file holds them (infinities and NaNs included, as for a
+// tensor decoded on load): `floats`, or its stored data read and decoded. Throws
+// lnv::ModelError naming the tensor when the file no longer holds them.
 std::vector<double> stored_floats(const Tensor& t);
+// stored_floats(t), refusing an infinity or a NaN: a ModelError naming the tensor (its
+// stored location's name, else `where`) and the flat index.
+std::vector<double> finite_floats(const Tensor& t, const std::string& where);
 // Reads the stored data of `t` into `floats` and clears `stored` (nothing when not stored).
 void load_stored(Tensor& t);
 
@@ -209,6 +212,12 @@ Model load_onnx(const std::filesystem::path& path, const DimBindings& dims = {},
 // for the file in errors and in Model::path. Initializers with external data are refused.
 Model load_onnx_bytes(std::string_view bytes, const std::string& name,
                       const DimBindings& dims = {});
+
+// The symbolic dims (dim_param) of the graph inputs of the ONNX file at `path` (those
+// without an initializer of the same name), each once, in the order the inputs use them.
+// Only the graph's inputs and initializer names are read (no tensor data, no checker).
+// nullopt when the file cannot be read or does not parse (load_onnx says why).
+std::optional<std::vector<std::string>> input_dim_symbols(const std::filesystem::path& path);
 
 // The bytes of an ONNX file, refused (a ModelError naming the file) when unreadable or 2 GiB
 // or more: protobuf's limit for one message, so files that large keep external data.

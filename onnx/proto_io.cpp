@@ -736,6 +736,42 @@ std::string read_onnx_bytes(const fs::path& path) {
   return bytes;
 }
 
+std::optional<std::vector<std::string>> input_dim_symbols(const fs::path& path) {
+  try {
+    const MappedFile mapped(path);
+    const auto model = wire_fields(std::string_view(mapped.data(), mapped.size()));
+    if (!model) return std::nullopt;
+    // ModelProto.graph 7; GraphProto.initializer 5 (TensorProto.name 8), GraphProto.input 11.
+    std::set<std::string> initializers;
+    std::vector<ox::ValueInfoProto> inputs;
+    for (const WireField& g : *model) {
+      if (g.number != 7 || g.wire_type != 2) continue;
+      const auto graph = wire_fields(g.payload);
+      if (!graph) return std::nullopt;
+      for (const WireField& f : *graph) {
+        if (f.wire_type != 2) continue;
+        if (f.number == 11 && !inputs.emplace_back().ParseFromArray(f.payload.data(), int(f.payload.size())))
+          return std::nullopt;
+        if (f.number != 5) continue;
+        const auto tensor = wire_fields(f.payload);
+        if (!tensor) return std::nullopt;
+        for (const WireField& t : *tensor)
+          if (t.number == 8 && t.wire_type == 2) initializers.insert(std::string(t.payload));
+      }
+    }
+    std::vector<std::string> symbols;
+    for (const ox::ValueInfoProto& v : inputs)
+      if (!initializers.count(v.name()) && v.type().has_tensor_type())
+        for (const auto& d : v.type().tensor_type().shape().dim())
+          if (d.has_dim_param() && !d.dim_param().empty() &&
+              std::find(symbols.begin(), symbols.end(), d.dim_param()) == symbols.end())
+            symbols.push_back(d.dim_param());
+    return symbols;
+  } catch (const ModelError&) {
+    return std::nullopt;  // load_onnx says what is wrong with the file
+  }
+}
+
 Model load_onnx(const fs::path& path, const DimBindings& dims, const ProgressFn& progress) {
   const std::string file = path.string();
   FileContext ctx{file, path.parent_path().empty() ? fs::path(".") : path.parent_path(), {},
@@ -795,11 +831,17 @@ std::vector<double> stored_floats(const Tensor& t) {
   Tensor decoded;
   decoded.type = t.type;
   decode_bytes(bytes.data(), d.length / static_cast<int64_t>(elem_size(t.type)), decoded);
-  for (size_t k = 0; k < decoded.floats.size(); ++k)
-    if (!std::isfinite(decoded.floats[k]))
-      throw ModelError(d.where, "holds a non-finite value (" + std::to_string(decoded.floats[k]) +
-                                    ") at flat index " + std::to_string(k));
   return std::move(decoded.floats);
+}
+
+std::vector<double> finite_floats(const Tensor& t, const std::string& where) {
+  std::vector<double> values = stored_floats(t);
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      throw ModelError(t.stored ? t.stored->where : where,
+                       "holds a non-finite value (" + std::to_string(values[k]) +
+                           ") at flat index " + std::to_string(k));
+  return values;
 }
 
 void load_stored(Tensor& t) {

@@ -144,9 +144,11 @@ class TinyCausalLM(nn.Module):
     """A pre-norm nn.TransformerEncoder (norm_first=True) as a causal LM: token embedding
     plus learned positions, the causal mask of nn.Transformer.generate_square_subsequent_mask
     for the input's length, the encoder's final LayerNorm, and a head tied to the token
-    embedding (F.linear by its weight)."""
+    embedding (F.linear by its weight). With mask_buffer, the mask is a buffer of
+    max_len x max_len sliced to the length, as causal LMs often keep it: exported at a
+    fixed length, torch folds it into one initializer of 0 and -inf."""
 
-    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16, ffn=None):
+    def __init__(self, vocab=64, d=32, heads=2, layers=2, max_len=16, ffn=None, mask_buffer=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.positions = nn.Parameter(torch.zeros(1, max_len, d))
@@ -154,11 +156,14 @@ class TinyCausalLM(nn.Module):
                                            activation="gelu", batch_first=True, norm_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d),
                                              enable_nested_tensor=False)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(max_len)
+                             if mask_buffer else None)
 
     def forward(self, input_ids):
         n = input_ids.size(1)
         x = self.embed(input_ids) + self.positions[:, :n]
-        x = self.encoder(x, mask=nn.Transformer.generate_square_subsequent_mask(n))
+        mask = nn.Transformer.generate_square_subsequent_mask(n) if self.mask is None else self.mask[:n, :n]
+        x = self.encoder(x, mask=mask)
         return nn.functional.linear(x, self.embed.weight)
 
 
@@ -300,6 +305,10 @@ def main():
         ("prenorm_lm_tiny", perturb(TinyCausalLM()), ids, "input_ids", {0: "batch", 1: "seq"}, (17, 14)),
         ("convnext_tiny", perturb(tiny_convnext()), images, "images", {0: "batch"}, (17, 14)),
         ("layerscale_vit_tiny", perturb(TinyLayerScaleViT()), images, "images", {0: "batch"}, (17, 14)),
+        # 128 tokens, no symbolic dim: the causal mask is one [1, 128, 128] initializer of
+        # 64 KiB, which the reader leaves in the file until it is read.
+        ("causal_lm_seq128", perturb(TinyCausalLM(vocab=16, d=8, layers=1, max_len=128, mask_buffer=True)),
+         torch.randint(0, 16, (1, 128)), "input_ids", {}, (17,)),
     ]
     for name, model, example, input_name, dynamic, opsets in models:
         for opset in opsets:

@@ -88,6 +88,16 @@ PY
 if [ $? -eq 0 ]; then ok "import: two causal masked softmaxes, no opaque node"; else bad "import: masked softmax"; fi
 run "check of a causal LM with a -inf mask" 0 "$LNV" check "$P" --dim batch=2 --dim seq=8 --bits 256
 has "check: the 5 folds and the plan hold" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+# The same LM exported at a fixed 128 tokens: its mask is one initializer of 64 KiB, which
+# the reader leaves in the file until it is read (docs/onnx.md, "Reading lazily").
+L="$ROOT/tests/data/onnx/causal_lm_seq128_opset17.onnx"
+run "eval of a causal LM of 128 tokens" 0 "$LNV" eval "$L" --bits 64
+has "eval: the logits of 128 tokens" "output /MatMul \[1, 128, 16\]"
+run "check of a causal LM of 128 tokens" 0 "$LNV" check "$L" --trials 1
+has "check: its 3 folds and the plan hold" "result: holds \(4 hold, 0 fail, 0 inconclusive\)"
+run "fold of a causal LM of 128 tokens" 0 "$LNV" fold "$L" -o "$T/lm128.onnx"
+run "equiv of a causal LM of 128 tokens and its fold" 0 "$LNV" equiv "$L" "$T/lm128.onnx" --trials 1
+has "equiv: equal" "result: equal \(1 equal, 0 different, 0 inconclusive\)"
 
 # --- ops lnverify does not model: opaque, named ------------------------------------------
 O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op
@@ -99,10 +109,57 @@ run "check needing an opaque op is inconclusive" 3 "$LNV" check "$O"
 has "check: names the op" "inconclusive: node .*: cannot evaluate op 'Sin'"
 
 # --- dims ----------------------------------------------------------------------------------
-run "unbound symbolic dim" 2 "$LNV" audit "$M"
-has "unbound: names the dim and the input" "input 'x': dim 0 is the symbol 'batch', which is not bound"
-run "unknown --dim name" 2 "$LNV" audit "$M" --dim batch=2 --dim seq=4
-has "unknown: names it and the known ones" "--dim seq: no graph input has a dim named 'seq' \(its symbolic dims: batch\)"
+# A free dim (symbolic, no --dim) is bound to 1, with one warning line naming them all;
+# a --dim no input has is a warning too (one command line serves several models).
+warnings() { grep -c "^lnverify: warning: " "$T/out"; }
+one_warning() { if [ "$(warnings)" = 1 ]; then ok "$1: one warning line"; else bad "$1: $(warnings) warning lines"; fi; }
+run "free dim: audit" 0 "$LNV" audit "$M"
+has "free dim: the warning names it and says how to choose" \
+  "^lnverify: warning: .*mlp_tiny_opset14\.onnx: binding the free input dim batch to 1; choose other values with --dim NAME=VALUE"
+one_warning "free dim"
+has "free dim: the verdicts" "2 of 2 LayerNorms foldable"
+run "free dims: audit of GPT-2" 0 "$LNV" audit "$G"
+has "free dims: one line names both" "warning: .*gpt2_tiny_opset17\.onnx: binding the free input dims batch, seq to 1"
+one_warning "free dims"
+has "free dims: GPT-2's verdicts at batch 1, seq 1" "5 of 5 LayerNorms foldable"
+run "free dim: eval" 0 "$LNV" eval "$M17"
+has "free dim: eval at batch 1" "output /ln_2/LayerNormalization \[1, 3, 8\]"
+run "free dim: check" 0 "$LNV" check "$M"
+has "free dim: check holds" "result: holds \(3 hold, 0 fail, 0 inconclusive\)"
+run "free dim: equiv" 0 "$LNV" equiv "$M" "$M17" --trials 1
+has "free dim: equiv equal" "result: equal"
+has "free dim: equiv warns for each model" "warning: .*mlp_tiny_opset17\.onnx: binding the free input dim batch"
+run "free dims: fold to ONNX" 0 "$LNV" fold "$G" -o "$T/g_free.onnx"
+/usr/bin/python3 - "$T/g_free.onnx" > "$T/out" 2>&1 <<'PY'
+import sys, onnx
+dims = [d.dim_param or d.dim_value for d in onnx.load(sys.argv[1]).graph.input[0].type.tensor_type.shape.dim]
+assert dims == ["batch", "seq"], dims
+PY
+if [ $? -eq 0 ]; then ok "free dims: the fold keeps the symbolic dims"; else bad "free dims: fold's input dims"; fi
+run "free dims: the fold audits at other dims" 0 "$LNV" audit "$T/g_free.onnx" --dim batch=2 --dim seq=8
+has "free dims: the fold's norms are gone" "0 of 0 LayerNorms"
+run "unknown --dim name" 0 "$LNV" audit "$M" --dim batch=2 --dim seq=4
+has "unknown: a warning naming it and the model's dims" \
+  "^lnverify: warning: .*mlp_tiny_opset14\.onnx: ignoring --dim seq: no input of this model has that dim \(its symbolic dims: batch\)"
+one_warning "unknown"
+has "unknown: the audit runs" "2 of 2 LayerNorms foldable"
+run "unknown --dim names, a model without symbolic dims" 0 "$LNV" audit "$L" --dim batch=2 --dim seq=128
+has "unknown: both in one line" "ignoring --dim batch, --dim seq: no input of this model has those dims \(its inputs have no symbolic dims\)"
+one_warning "unknown, no symbolic dims"
+# equiv reads two models with one --dim list: a name either model has is no warning.
+/usr/bin/python3 - "$M17" "$T/mlp_n.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for v in list(m.graph.input) + list(m.graph.output):
+    for d in v.type.tensor_type.shape.dim:
+        if d.dim_param == "batch":
+            d.dim_param = "n"
+onnx.save(m, sys.argv[2])
+PY
+run "equiv: each --dim binds the model that has it" 0 "$LNV" equiv "$M" "$T/mlp_n.onnx" --dim batch=2 --dim n=2 --dim heads=2 --trials 1
+has "equiv: equal" "result: equal"
+has "equiv: one warning, for the name neither has" "warning: .*mlp_tiny_opset14\.onnx and .*mlp_n\.onnx: ignoring --dim heads: no input of these models has that dim \(their symbolic dims: batch, n\)"
+one_warning "equiv"
 run "malformed --dim" 2 "$LNV" audit "$M" --dim batch=two
 has "malformed: says what is expected" "expected NAME=VALUE"
 run "--dim 0" 2 "$LNV" audit "$M" --dim batch=0

@@ -91,6 +91,30 @@ save("nan_large.onnx", good_nodes(), inits(w=nan_w))
 inf_g = G.copy()
 inf_g[5] = np.inf
 save("inf_norm_weight.onnx", good_nodes(), inits(g=inf_g))
+# Tokens merged in pairs, x.view(B, T // 2, 2 * D) as torch exports it (the shape read
+# from the input): a free seq of 1 does not fit (T // 2 is 0), a free batch of 1 does.
+D = 4
+pairs = [h.make_node("Shape", ["x"], ["s"], name="/Shape"),
+         h.make_node("Gather", ["s", "i0"], ["b"], name="/Gather", axis=0),
+         h.make_node("Gather", ["s", "i1"], ["t"], name="/Gather_1", axis=0),
+         h.make_node("Div", ["t", "two"], ["half"], name="/Div"),
+         h.make_node("Concat", ["b", "half", "width"], ["shape"], name="/Concat", axis=0),
+         h.make_node("Reshape", ["x", "shape"], ["m"], name="/Reshape"),
+         h.make_node("LayerNormalization", ["m", "ln.weight", "ln.bias"], ["y"], name="ln", axis=-1)]
+g = h.make_graph(pairs, "pairs", [h.make_tensor_value_info("x", TP.FLOAT, ["batch", "seq", D])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, ["batch", None, 2 * D])],
+                 [numpy_helper.from_array(np.array([0], np.int64), "i0"),
+                  numpy_helper.from_array(np.array([1], np.int64), "i1"),
+                  numpy_helper.from_array(np.array([2], np.int64), "two"),
+                  numpy_helper.from_array(np.array([2 * D], np.int64), "width"),
+                  tensor("ln.weight", G[:2 * D]), tensor("ln.bias", B[:2 * D])])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+m.ir_version = 8
+with open(os.path.join(out, "token_pairs.onnx"), "wb") as f:
+    f.write(m.SerializeToString())
+m.graph.initializer[4].CopyFrom(tensor("ln.weight", inf_g[:2 * D]))
+with open(os.path.join(out, "token_pairs_inf.onnx"), "wb") as f:
+    f.write(m.SerializeToString())
 PY
 
 run "the good model imports" 0 "$LNV" import "$T/good.onnx" -o "$T/good.json"
@@ -149,6 +173,28 @@ has "NaN in a weight: import names it" "nan_large\.onnx: initializer 'w': holds 
 absent "NaN in a weight: import writes nothing" "$T/o.json"
 run "NaN in a weight: check" 2 "$LNV" check "$T/nan_large.onnx"
 has "NaN in a weight: check names it" "initializer 'w': holds a non-finite value"
+
+# Free dims bound to 1 that the graph's shapes do not fit: every command exits 2 with the
+# reader's error, naming the dim that does not fit (seq, not batch) and saying to pass
+# --dim; nothing is written. With seq bound, the model is read.
+for cmd in audit check eval; do
+  run "free seq of 1 that does not fit: $cmd" 2 "$LNV" $cmd "$T/token_pairs.onnx"
+  has "free seq: $cmd warns, naming both free dims" "warning: .*token_pairs\.onnx: binding the free input dims batch, seq to 1"
+  has "free seq: $cmd names the dim and says to pass --dim" \
+    "node '/Reshape'.*cannot reshape .*; the free dim seq, bound to 1, does not fit the graph's shapes \(it imports with --dim seq=8\): pass --dim seq=VALUE$"
+done
+run "free seq of 1 that does not fit: fold" 2 "$LNV" fold "$T/token_pairs.onnx" -o "$T/tp.onnx"
+has "free seq: fold names the dim" "the free dim seq, bound to 1, does not fit"
+absent "free seq: fold writes nothing" "$T/tp.onnx"
+run "seq bound, batch free: audit" 0 "$LNV" audit "$T/token_pairs.onnx" --dim seq=6
+has "seq bound: batch alone is bound to 1" "warning: .*binding the free input dim batch to 1"
+run "a bound seq that does not fit" 2 "$LNV" audit "$T/token_pairs.onnx" --dim seq=3
+has "a bound seq that does not fit: the reader's error" "cannot reshape input 'x' of shape \[1, 3, 4\]"
+lacks "a bound seq that does not fit: no free dim is blamed" "pass --dim"
+# A failure that no value of the free dims changes is not blamed on them.
+run "a non-finite weight with free dims" 2 "$LNV" check "$T/token_pairs_inf.onnx"
+has "a non-finite weight with free dims: names it" "initializer 'ln\.weight' holds a non-finite value"
+lacks "a non-finite weight with free dims: no free dim is blamed" "pass --dim"
 
 # fold --mode training to ONNX: the options of a model.json output do not apply, and a
 # norm weight the file computes (a float16 initializer Cast to float) cannot be read as a

@@ -55,6 +55,10 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   is a constant of 0 and -inf added to the attention scores: with the Softmax reading it,
 //   a masked softmax (exact; it lies after the LNs' outputs on the attention path, where no
 //   centering deviation reaches it).
+// The same causal LM exported at a fixed 128 tokens (causal_lm_seq128: one layer, d 8),
+//   its mask a buffer sliced to the length: torch folds it into one [1, 128, 128]
+//   initializer of 0 and -inf (64 KiB, left in the file on load). The same derivation: all
+//   3 LNs (norm1, norm2, the final norm) fold, and the mask is a masked softmax.
 // ConvNeXt (torchvision): the stem's LayerNorm2d (features.0.1) reads a dense Conv with a
 //   bias, normalized over channels: the Conv is centered over its output channels, it
 //   folds. Each block's LN (block.2, channels-last after a permute) reads a depthwise Conv
@@ -101,6 +105,7 @@ struct Export {
   DimBindings dims;
   size_t norms;
   std::function<bool(const std::string&)> foldable;
+  int masked_softmaxes = 0;  // one per attention layer with an additive -inf mask
 };
 
 const std::vector<Export>& exports() {
@@ -125,8 +130,9 @@ const std::vector<Export>& exports() {
       {"vit_tiny_opset14.onnx", "vit_tiny_data", {{"batch", 2}}, 5, all},
       {"swin_tiny_opset17.onnx", "swin_tiny_data", {{"batch", 2}}, 11, swin},
       {"swin_tiny_opset14.onnx", "swin_tiny_data", {{"batch", 2}}, 11, swin},
-      {"prenorm_lm_tiny_opset17.onnx", "prenorm_lm_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
-      {"prenorm_lm_tiny_opset14.onnx", "prenorm_lm_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all},
+      {"prenorm_lm_tiny_opset17.onnx", "prenorm_lm_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all, 2},
+      {"prenorm_lm_tiny_opset14.onnx", "prenorm_lm_tiny_data", {{"batch", 2}, {"seq", 8}}, 5, all, 2},
+      {"causal_lm_seq128_opset17.onnx", "causal_lm_seq128_data", {}, 3, all, 1},
       {"convnext_tiny_opset17.onnx", "convnext_tiny_data", {{"batch", 2}}, 7, convnext},
       {"convnext_tiny_opset14.onnx", "convnext_tiny_data", {{"batch", 2}}, 7, convnext},
       {"layerscale_vit_tiny_opset17.onnx", "layerscale_vit_tiny_data", {{"batch", 2}}, 5, all},
@@ -150,11 +156,9 @@ TEST_P(Exports, ImportsWithTheVerdictsDerivedByHand) {
     EXPECT_EQ(v.foldable[inf], e.foldable(v.name)) << v.name << ": " << v.reason[inf];
   // No opaque node: nn.MultiheadAttention's -inf causal mask is a masked softmax.
   for (const lnv::Node& n : g->nodes) EXPECT_NE(n.op, lnv::Op::opaque) << n.name << " " << n.op_type;
-  if (e.file.rfind("prenorm_lm_tiny", 0) == 0) {
-    int masked = 0;
-    for (const lnv::Node& n : g->nodes) masked += lnv::is_masked_softmax(n) ? 1 : 0;
-    EXPECT_EQ(masked, 2) << "one causal mask per encoder layer";
-  }
+  int masked = 0;
+  for (const lnv::Node& n : g->nodes) masked += lnv::is_masked_softmax(n) ? 1 : 0;
+  EXPECT_EQ(masked, e.masked_softmaxes) << "one causal mask per encoder layer";
   std::cout << e.file << ": " << g->nodes.size() << " nodes, "
             << plan.foldable_count(lnv::Mode::inference) << " of " << plan.layer_norms.size()
             << " LayerNorms foldable (inference)\n";

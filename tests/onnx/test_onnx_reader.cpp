@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -227,14 +228,20 @@ TEST_F(OnnxReader, LargeFloatInitializersAreReadWhenNeeded) {
     EXPECT_FALSE(model.graph.initializer("w")->value.stored);
     EXPECT_EQ(model.graph.initializer("w")->value.floats, (std::vector<double>{1, 2, 4}));
   }
-  {  // a NaN is found when the values are read, naming the initializer
+  {  // a NaN reads back as stored (as a small tensor's does on load); read as finite
+     // values (a param's), it is an error naming the initializer
     ox::ModelProto m = identity_model();
     big[4321] = std::nanf("");
+    big[4322] = -std::numeric_limits<float>::infinity();
     add_weight(m, {20000})->set_raw_data(float_bytes(big));
     const Model model = load_onnx(write(m));
+    const std::vector<double> read = stored_floats(model.graph.initializer("w")->value);
+    EXPECT_TRUE(std::isnan(read[4321]));
+    EXPECT_EQ(read[4322], -std::numeric_limits<double>::infinity());
+    EXPECT_EQ(read[4323], expected[4323]);
     try {
-      stored_floats(model.graph.initializer("w")->value);
-      ADD_FAILURE() << "a NaN was read";
+      finite_floats(model.graph.initializer("w")->value, "unused");
+      ADD_FAILURE() << "a NaN was read as finite";
     } catch (const lnv::ModelError& err) {
       EXPECT_CONTAINS(err.what(), "m.onnx: initializer 'w': holds a non-finite value (nan) at flat index 4321");
     }
@@ -422,6 +429,27 @@ TEST_F(OnnxReader, SymbolicDimsAreBoundByNameOrNamedInTheError) {
   m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
   // ONNX's checker requires the main graph's inputs to have a shape; its words.
   EXPECT_CONTAINS(load_error(write(m)), "m.onnx: Field 'shape' of 'type' is required but missing.");
+}
+
+// The free dims the CLI binds: the inputs' dim_params, each once, in order of use, not
+// those of an input an initializer gives a value; nullopt for bytes that are not a model.
+TEST_F(OnnxReader, InputDimSymbolsListsTheInputsSymbolsInOrder) {
+  ox::ModelProto m = identity_model();
+  auto* g = m.mutable_graph();
+  auto* x = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  x->mutable_dim(0)->set_dim_param("seq");
+  x->mutable_dim(1)->set_dim_param("batch");
+  add_value(g->add_input(), "mask", {1, 1});
+  auto* mask = g->mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  mask->mutable_dim(0)->set_dim_param("batch");
+  mask->mutable_dim(1)->set_dim_param("width");
+  add_value(g->add_input(), "w", {1});
+  g->mutable_input(2)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("rows");
+  add_weight(m, {1})->set_raw_data(float_bytes({2.f}));  // "w" has an initializer: no free dim
+  EXPECT_EQ(input_dim_symbols(write(m)), (std::vector<std::string>{"seq", "batch", "width"}));
+  EXPECT_EQ(input_dim_symbols(write(identity_model())), std::vector<std::string>{});
+  EXPECT_EQ(input_dim_symbols(write_bytes("PK\003\004 not onnx", "zip.onnx")), std::nullopt);
+  EXPECT_EQ(input_dim_symbols(dir_ / "model" / "absent.onnx"), std::nullopt);
 }
 
 TEST_F(OnnxReader, ReadsAttributesOfEveryKindAndMetadata) {
