@@ -1243,11 +1243,145 @@ class FoldWriter {
       const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
       const int32_t type = float_type_of(x, weight);
       const std::string base = file_name(norm) + "/RMS";
+      if (options_.rms_op == RmsOp::ort && k == 1 && weight &&
+          (type == ox::TensorProto::FLOAT || type == ox::TensorProto::FLOAT16)) {
+        const int64_t features = f_.node_shapes[f_.node_index(norm)].back();
+        if (const auto skip = residual_add(x, features)) {
+          std::vector<ox::NodeProto> rms = skip_rms_nodes(base, *skip, x, y, fn.eps, weight, bias, type);
+          auto& at = inserted_[skip->add];
+          at.insert(at.end(), rms.begin(), rms.end());
+          ++summary_.norms;
+          continue;
+        }
+      }
       std::vector<ox::NodeProto> rms = rms_nodes(base, x, y, k, fn.eps, weight, bias, type, last);
       auto& before_last = inserted_[last];  // after the nodes centering its params (training)
       before_last.insert(before_last.end(), rms.begin(), rms.end());
       ++summary_.norms;
     }
+  }
+
+  // --- the residual add fused into the RMSNorm (--rms-op ort) -----------------------------
+
+  // x = Add(input, skip) (or Add(input, Add(skip, bias)) with a 1-D constant bias of the
+  // features, the formats ONNX Runtime's SkipLayerNormFusion takes for LayerNormalization).
+  struct ResidualAdd {
+    int add = -1, bias_add = -1;
+    std::string input, skip, bias;
+  };
+
+  bool same_shape(const std::string& a, const std::string& b) {
+    const auto va = inferred(a), vb = inferred(b);
+    if (!va || !vb || !va->type().tensor_type().has_shape() || !vb->type().tensor_type().has_shape())
+      return false;
+    const auto& sa = va->type().tensor_type().shape();
+    const auto& sb = vb->type().tensor_type().shape();
+    if (sa.dim_size() != sb.dim_size() || sa.dim_size() < 2 || sa.dim_size() > 3) return false;
+    for (int d = 0; d < sa.dim_size(); ++d) {
+      const auto &da = sa.dim(d), &db = sb.dim(d);
+      const bool values = da.has_dim_value() && db.has_dim_value() && da.dim_value() == db.dim_value();
+      const bool params = da.has_dim_param() && db.has_dim_param() && da.dim_param() == db.dim_param();
+      if (!values && !params) return false;
+    }
+    return true;
+  }
+
+  // Where ONNX's shape inference leaves a shape open (a Reshape to a computed shape): the
+  // imported Add of node i adds two operands of its own shape at the bound dims.
+  bool same_shape_bound(int i) const {
+    const lnv::Node* a = fold_node_of(i);
+    if (!a || a->op != Op::add || a->inputs.size() != 2) return false;
+    const Shape& out = f_.node_shapes[f_.node_index(a->name)];
+    return out.size() >= 2 && out.size() <= 3 && f_.shape_of(a->inputs[0]) == out &&
+           f_.shape_of(a->inputs[1]) == out;
+  }
+
+  bool is_default_add(int i) const {
+    const auto& n = mp_.graph().node(i);
+    return n.op_type() == "Add" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+           n.input_size() == 2 && n.output_size() == 1;
+  }
+
+  // The residual Add that computes norm input `x`, with both addends of x's shape; nullopt
+  // when x is no such Add's output (or another norm took that Add).
+  std::optional<ResidualAdd> residual_add(const std::string& x, int64_t features) {
+    auto it = producer_.find(x);
+    if (it == producer_.end() || removed_.count(it->second) || !is_default_add(it->second))
+      return std::nullopt;
+    const auto& n = mp_.graph().node(it->second);
+    if (!(same_shape(n.input(0), x) && same_shape(n.input(1), x)) && !same_shape_bound(it->second))
+      return std::nullopt;
+    ResidualAdd r{it->second, -1, n.input(0), n.input(1), ""};
+    for (int k : {1, 0}) {
+      const std::string v = n.input(k);
+      auto p = producer_.find(v);
+      if (p == producer_.end() || removed_.count(p->second) || !is_default_add(p->second) ||
+          readers_.at(v).size() != 1 || is_graph_output(v))
+        continue;
+      const auto& b = mp_.graph().node(p->second);
+      for (int j : {1, 0}) {
+        const ox::TensorProto* t = initializer_of(b.input(j));
+        if (!t || t->dims_size() != 1 || t->dims(0) != features) continue;
+        r.bias = b.input(j);
+        (k == 0 ? r.input : r.skip) = b.input(1 - j);
+        r.bias_add = p->second;
+        break;
+      }
+      if (r.bias_add >= 0) break;
+    }
+    removed_.insert(r.add);
+    if (r.bias_add >= 0) removed_.insert(r.bias_add);
+    return r;
+  }
+
+  // The initializer (original or one this writer added) named `name`, or nullptr.
+  const ox::TensorProto* initializer_of(const std::string& name) const {
+    if (auto it = initializer_.find(name); it != initializer_.end()) return &mp_.graph().initializer(it->second);
+    for (const auto& t : new_initializers_)
+      if (t.name() == name) return &t;
+    return nullptr;
+  }
+
+  // SkipSimplifiedLayerNormalization(input, skip, weight[, bias]) writing the RMSNorm and,
+  // as its fourth output, the sum x when another node or the graph reads it; then the
+  // norm's own bias as an Add when it kept one.
+  std::vector<ox::NodeProto> skip_rms_nodes(const std::string& base, const ResidualAdd& r,
+                                            const std::string& x, const std::string& y, double eps,
+                                            const Param* weight, const Param* bias, int32_t type) {
+    bool sum_read = is_graph_output(x);
+    for (const Slot& s : readers_.count(x) ? readers_.at(x) : std::vector<Slot>{})
+      sum_read = sum_read || !removed_by_norm(s.node);
+    const std::string normed = bias ? fresh(base + "/normed_output_0") : y;
+    std::vector<std::string> inputs{r.input, r.skip, norm_param(base, "weight", *weight, type, r.add)};
+    if (!r.bias.empty()) inputs.push_back(r.bias);
+    ox::NodeProto n = make_node(base, "SkipSimplifiedLayerNormalization", inputs, normed);
+    n.set_domain("com.microsoft");
+    if (sum_read) {
+      n.add_output("");
+      n.add_output("");
+      n.add_output(x);
+    }
+    auto* e = n.add_attribute();
+    e->set_name("epsilon");
+    e->set_type(ox::AttributeProto::FLOAT);
+    e->set_f(float(eps));
+    ensure_ms_opset();
+    // ONNX's shape inference does not know the com.microsoft op: its outputs are declared.
+    declare_like(normed, x);
+    std::vector<ox::NodeProto> out{n};
+    if (bias) {
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, r.add)}, y));
+    }
+    ++summary_.skip_fused;
+    return out;
+  }
+
+  void ensure_ms_opset() {
+    for (const auto& o : mp_.opset_import())
+      if (o.domain() == "com.microsoft") return;
+    auto* o = mp_.add_opset_import();
+    o->set_domain("com.microsoft");
+    o->set_version(1);
   }
 
   std::vector<ox::NodeProto> rms_nodes(const std::string& base, const std::string& x,

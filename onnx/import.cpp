@@ -639,7 +639,8 @@ lnv::Graph import_graph(const Model& folded, bool defer_values, const ProgressFn
 
 bool is_imported_op(const std::string& domain, const std::string& op_type) {
   if (domain == "com.microsoft")
-    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization";
+    return op_type == "SimplifiedLayerNormalization" || op_type == "SkipLayerNormalization" ||
+           op_type == "SkipSimplifiedLayerNormalization";
   if (!domain.empty() && domain != "ai.onnx") return false;
   return mappers().count(op_type) != 0 || op_type == "LayerNormalization" ||
          op_type == "RMSNormalization" || op_type == "SimplifiedLayerNormalization";

@@ -35,7 +35,8 @@ class Matcher {
           is(i, "SimplifiedLayerNormalization") ||
           is(i, "SimplifiedLayerNormalization", "com.microsoft"))
         try_norm_op(i);
-      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i);
+      if (is(i, "SkipLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, false);
+      if (is(i, "SkipSimplifiedLayerNormalization", "com.microsoft")) try_skip_layer_norm(i, true);
       if (is(i, "Erf")) try_gelu(i);
       if (is(i, "Softmax")) try_masked_softmax(i);
     }
@@ -385,15 +386,19 @@ class Matcher {
 
   // ONNX Runtime's SkipLayerNormalization: s = input + skip (+ bias), then a LayerNorm of s
   // over the last axis; output 3 is s.
-  void try_skip_layer_norm(size_t i) {
+  // SkipLayerNormalization(input, skip, gamma[, beta[, bias]]), or with `simplified`
+  // SkipSimplifiedLayerNormalization(input, skip, gamma[, bias]) and an rms_norm.
+  void try_skip_layer_norm(size_t i, bool simplified) {
     const auto& n = nodes_[i];
     if (im_.used(n, 1) || im_.used(n, 2) || n.inputs.size() < 3 || !im_.has_shape(n.inputs[0])) return;
     const std::vector<int64_t>& x = im_.shape(n.inputs[0]);
     const Axes last = {static_cast<int64_t>(x.size()) - 1};
     if (!affine_fits(n.inputs[2], x, last)) return;
-    const bool has_beta = n.inputs.size() > 3 && !n.inputs[3].empty();
-    const bool has_bias = n.inputs.size() > 4 && !n.inputs[4].empty();
-    if ((has_beta && !affine_fits(n.inputs[3], x, last)) || (has_bias && !affine_fits(n.inputs[4], x, last)))
+    const size_t bias_at = simplified ? 3 : 4;
+    const bool has_beta = !simplified && n.inputs.size() > 3 && !n.inputs[3].empty();
+    const bool has_bias = n.inputs.size() > bias_at && !n.inputs[bias_at].empty();
+    if ((has_beta && !affine_fits(n.inputs[3], x, last)) ||
+        (has_bias && !affine_fits(n.inputs[bias_at], x, last)))
       return;
     const double eps = im_.attr_f(n, "epsilon", 1e-12);
     const std::string name = n.name.empty() ? n.outputs[0] : n.name;
@@ -402,9 +407,9 @@ class Matcher {
       std::string s = im.emit(im.named_node(name + ".sum", Op::add,
                                             {im.value(n.inputs[0]), im.value(n.inputs[1])}));
       if (has_bias)
-        s = im.emit(im.named_node(name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[4], {x.back()})}));
+        s = im.emit(im.named_node(name + ".sum_bias", Op::add, {s, im.param_as(n.inputs[bias_at], {x.back()})}));
       if (n.outputs.size() > 3 && !n.outputs[3].empty()) im.alias_lnv(n.outputs[3], s);
-      lnv::Node ln = im.named_node(name, Op::layer_norm, {s});
+      lnv::Node ln = im.named_node(name, simplified ? Op::rms_norm : Op::layer_norm, {s});
       ln.axes = {-1};
       ln.eps = eps;
       ln.weight = im.param_as(n.inputs[2], {x.back()});
