@@ -42,7 +42,7 @@ class BiasMovePlanner {
         m.kept = "its bias is a term the fold centers";
         return m;
       }
-    if (!follow(norm, int64_t(xs.size()) - 1, m.readers, m.kept)) {
+    if (!follow(norm, int64_t(xs.size()) - 1, xs.back(), m.readers, m.kept)) {
       m.readers.clear();
       return m;
     }
@@ -61,9 +61,38 @@ class BiasMovePlanner {
   const Graph& g_;
   std::set<int32_t> outputs_;
 
+  // Whether producer `r` adds a bias anyway: a linear's own, or an add of a param vector
+  // over its features that alone reads it (ONNX's MatMul + Add).
+  bool adds_bias(int32_t r) const {
+    const Node& n = g_.nodes[r];
+    if (n.op == Op::linear && !n.bias.empty()) return true;
+    if (outputs_.count(r) || g_.consumers[r].size() != 1) return false;
+    const int32_t a = g_.consumers[r][0];
+    if (g_.nodes[a].op != Op::add) return false;
+    for (const ValueRef& in : g_.node_inputs[a])
+      if (in.kind == ValueRef::Kind::param && g_.params[in.index].shape == Shape{g_.node_shapes[r].back()})
+        return true;
+    return false;
+  }
+
+  // Producer `r` can take the bias of a norm over `features`: it adds a bias anyway, or a
+  // new one over its outputs costs no more than the norm's over its features (a tied LM
+  // head over a vocabulary wider than the model keeps the norm's bias: the new pass would
+  // be the wider one).
+  bool takes_bias(int32_t r, int64_t features, std::string& why) const {
+    if (adds_bias(r)) return true;
+    const int64_t out = g_.node_shapes[r].back();
+    if (out <= features) return true;
+    why = described(g_.nodes[r]) + " adds no bias of its own, and a new one over its " +
+          std::to_string(out) + " output features costs more than the norm's over " +
+          std::to_string(features);
+    return false;
+  }
+
   // Every reader of node `v` (the feature axis at `axis` of its output) takes the bias:
   // adds the producers to `readers`; false with `why` set at the first that cannot.
-  bool follow(int32_t v, int64_t axis, std::vector<std::string>& readers, std::string& why) const {
+  bool follow(int32_t v, int64_t axis, int64_t features, std::vector<std::string>& readers,
+              std::string& why) const {
     if (outputs_.count(v)) {
       why = quote(g_.nodes[v].name) + ", which carries its bias, is a graph output";
       return false;
@@ -78,19 +107,18 @@ class BiasMovePlanner {
         if (ins[k].kind == ValueRef::Kind::node && ins[k].index == v) slots.push_back(k);
       const int64_t last = int64_t(g_.node_shapes[v].size()) - 1;
       const bool feature_last = slots == std::vector<size_t>{0} && axis == last;
-      if (r.op == Op::linear && feature_last) {
-        readers.push_back(r.name);
-        continue;
-      }
-      if (r.op == Op::matmul && feature_last && ins[1].kind == ValueRef::Kind::param &&
-          g_.params[ins[1].index].shape.size() == 2) {
+      const bool producer = feature_last && (r.op == Op::linear ||
+                                             (r.op == Op::matmul && ins[1].kind == ValueRef::Kind::param &&
+                                              g_.params[ins[1].index].shape.size() == 2));
+      if (producer) {
+        if (!takes_bias(c, features, why)) return false;
         readers.push_back(r.name);
         continue;
       }
       if (r.op == Op::reshape && axis == last && !g_.node_shapes[c].empty() &&
           g_.node_shapes[c].back() == g_.node_shapes[v].back()) {
         // The last axis keeps its length: every row of features stays a row.
-        if (!follow(c, int64_t(g_.node_shapes[c].size()) - 1, readers, why)) return false;
+        if (!follow(c, int64_t(g_.node_shapes[c].size()) - 1, features, readers, why)) return false;
         continue;
       }
       if (r.op == Op::transpose) {
@@ -99,7 +127,7 @@ class BiasMovePlanner {
         for (int64_t p = 0; p < rank; ++p)
           if ((r.perm[p] + rank) % rank == axis) to = p;
         if (to >= 0) {
-          if (!follow(c, to, readers, why)) return false;
+          if (!follow(c, to, features, readers, why)) return false;
           continue;
         }
       }
