@@ -1243,7 +1243,7 @@ class FoldWriter {
       const Param* bias = fn.bias.empty() ? nullptr : &f_.params[f_.param_index(fn.bias)];
       const int32_t type = float_type_of(x, weight);
       const std::string base = file_name(norm) + "/RMS";
-      if (options_.rms_op == RmsOp::ort && k == 1 && weight &&
+      if (options_.rms_op == RmsOp::ort_skip && k == 1 && weight &&
           (type == ox::TensorProto::FLOAT || type == ox::TensorProto::FLOAT16)) {
         const int64_t features = f_.node_shapes[f_.node_index(norm)].back();
         if (const auto skip = residual_add(x, features)) {
@@ -1261,7 +1261,7 @@ class FoldWriter {
     }
   }
 
-  // --- the residual add fused into the RMSNorm (--rms-op ort) -----------------------------
+  // --- the residual add fused into the RMSNorm (--rms-op ort-skip) ------------------------
 
   // x = Add(input, skip) (or Add(input, Add(skip, bias)) with a 1-D constant bias of the
   // features, the formats ONNX Runtime's SkipLayerNormFusion takes for LayerNormalization).
@@ -1426,7 +1426,7 @@ class FoldWriter {
       if (!weight)
         throw ModelError(source_.string(), "a norm without a weight needs --rms-op decomposed "
                                            "(the fused ops take a scale)");
-      const bool ort = options_.rms_op == RmsOp::ort;
+      const bool ort = options_.rms_op == RmsOp::ort || options_.rms_op == RmsOp::ort_skip;
       ox::NodeProto n = make_node(base, ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
                                   {x, norm_param(base, "weight", *weight, type, at)}, normed);
       auto* a = n.add_attribute();
@@ -1444,7 +1444,7 @@ class FoldWriter {
       out.push_back(n);
     }
     if (bias) {
-      if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
+      if (options_.rms_op == RmsOp::ort || options_.rms_op == RmsOp::ort_skip) declare_like(normed, x);
       out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, at)}, y));
     }
     return out;

@@ -333,7 +333,7 @@ std::map<std::string, int> ort_ops(const fs::path& model, const fs::path& input,
   return ops;
 }
 
-// --rms-op ort: every folded norm whose input is a residual Add runs as one
+// --rms-op ort-skip: every folded norm whose input is a residual Add runs as one
 // SkipSimplifiedLayerNormalization kernel with the Add inside, so ORT's graph of the fold
 // has a fused skip norm wherever the original's has a SkipLayerNormalization of a folded
 // norm, and more where ORT's own fusion leaves the residual Add apart (a sum that the next
@@ -346,7 +346,7 @@ TEST(OrtFusion, RunsEachResidualAddInsideTheFoldedNorm) {
     if (opset_of(e.model) != 17) continue;
     const fs::path dir = scratch(e.model + ".skip");
     std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(kDir / (e.model + ".onnx")) +
-                      " --rms-op ort -o " + shell_quoted(dir / "folded.onnx") + " --json " +
+                      " --rms-op ort-skip -o " + shell_quoted(dir / "folded.onnx") + " --json " +
                       shell_quoted(dir / "audit.json");
     for (const auto& [name, value] : dims_of(kDir / (e.model + ".onnx")))
       cmd += " --dim " + name + "=" + std::to_string(value);
