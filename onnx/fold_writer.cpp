@@ -21,7 +21,7 @@
 //   the bias it adds anyway (the Gemm's C, the initializer of the Add after a MatMul; in
 //   place when only that node reads it, else in a copy), or in a new bias (a Gemm's new C,
 //   an Add after a MatMul: a tied head); training computes it in the graph from the stored
-//   beta and W and adds it after the reader.
+//   beta and W and adds it to that bias (or after the reader).
 // - training (FoldWriteOptions::mode): no initializer changes. Every use the inference
 //   writer would point at centered data (in place or a copy; a norm's changed param; a
 //   lookup table) reads instead "<W>.centered" = Sub(W, ReduceMean(W, axes, keepdims=1)),
@@ -238,6 +238,7 @@ class FoldWriter {
   std::unordered_map<std::string, std::vector<Slot>> readers_;
   std::unordered_map<std::string, int> initializer_;
   std::set<int> removed_;  // nodes of replaced norms
+  std::set<std::string> changed_in_place_;  // initializers whose data was replaced
   std::map<int, std::vector<ox::NodeProto>> inserted_;  // new nodes, placed before node k
   std::vector<ox::TensorProto> new_initializers_;
   // The side file, written as each tensor is centered (never held whole in memory).
@@ -661,6 +662,7 @@ class FoldWriter {
       if (every_reader && params.size() == 1) {
         store_centered(proto, src, fp.shape, c.axes, c.remove);
         ++summary_.centered_in_place;
+        changed_in_place_.insert(value);
         return;
       }
       const Shape dims(proto.dims().begin(), proto.dims().end());
@@ -723,6 +725,7 @@ class FoldWriter {
       const ox::TensorProto src = table;
       store_centered(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), src, dims, axes, c.remove);
       ++summary_.centered_in_place;
+      changed_in_place_.insert(v);
     } else {
       const std::string name = centered_initializer(v + ".centered", dims, table, dims, wanted);
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
@@ -789,6 +792,7 @@ class FoldWriter {
     if (own) {
       auto& proto = *mp_.mutable_graph()->mutable_initializer(initializer_.at(cur));
       store(proto, values);
+      if (changed_in_place_.insert(cur).second) ++summary_.moved_in_place;
       return;
     }
     for (auto& t : new_initializers_)
@@ -894,8 +898,11 @@ class FoldWriter {
   }
 
   // Training: R0(beta) computed before node i from the stored beta and the weight node i
-  // reads (as centered in the graph): MatMul(beta, W) (a Gemm's transB weight transposed),
-  // added after node i.
+  // reads (as centered in the graph): MatMul(W, beta) for a weight stored [out, in] (a
+  // transB Gemm's), MatMul(beta, B) for one stored [in, out]; ops on two initializers that
+  // the importer would fold into a constant (Transpose, Mul) are avoided, so W and beta
+  // stay parameters. It joins the bias the reader adds (Add(b, R0) read in place of b),
+  // else an Add after the reader.
   void move_bias_in_graph(int i, const lnv::Node& image, const std::string& beta) {
     const std::string b = file_name(beta);
     const Shape& bs = f_.params[f_.param_index(beta)].shape;
@@ -911,28 +918,26 @@ class FoldWriter {
     if (gemm_attr(n, "alpha") != 1.0)
       throw ModelError(source_.string(), "--mode training: the fold moves the bias " + in_quotes(b) +
                                              " into " + node_label(i) + ", whose alpha is not 1");
-    std::string w = n.input(1);
-    bool trans = image.transpose_b;
+    const std::string w = n.input(1);
+    bool out_first = image.transpose_b;
     if (n.op_type() == "Gemm") {
-      trans = false;
+      out_first = false;
       for (const auto& a : n.attribute())
-        if (a.name() == "transB") trans = a.i() != 0;
+        if (a.name() == "transB") out_first = a.i() != 0;
     }
-    if (trans) {
-      const std::string t = fresh(w + ".T");
-      ox::NodeProto tn = make_node(base, "Transpose", {w}, t);
-      auto* a = tn.add_attribute();
-      a->set_name("perm");
-      a->set_type(ox::AttributeProto::INTS);
-      a->add_ints(1);
-      a->add_ints(0);
-      inserted_[i].push_back(tn);
-      w = t;
-    }
-    const std::string term = fresh(base + "_output_0");
-    inserted_[i].push_back(make_node(base, "MatMul", {b, w}, term));
+    auto& at = inserted_[i];
+    const std::string term = fresh(base + "/MatMul_output_0");
+    at.push_back(make_node(base, "MatMul", out_first ? std::vector<std::string>{w, b}
+                                                     : std::vector<std::string>{b, w}, term));
     ++summary_.centered_in_graph;
-    add_after(i, term);
+    const int64_t out = f_.node_shapes[f_.node_index(image.name)].back();
+    std::optional<std::pair<int, int>> joins;
+    if (n.op_type() == "Gemm" && bias_input(i, 2, out)) joins = std::make_pair(i, 2);
+    else joins = bias_add_after(i, out);
+    if (!joins) return add_after(i, term);
+    const std::string biased = fresh(base + "/Add_output_0");
+    at.push_back(make_node(base, "Add", {mp_.graph().node(joins->first).input(joins->second), term}, biased));
+    mp_.mutable_graph()->mutable_node(joins->first)->set_input(joins->second, biased);
   }
 
   // --- centering in the graph (training) -----------------------------------------------

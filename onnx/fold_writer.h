@@ -54,6 +54,7 @@ struct FoldWriteOptions {
 struct FoldWriteSummary {
   size_t norms = 0;             // norms replaced
   size_t centered_in_place = 0; // initializers whose data was replaced, name kept
+  size_t moved_in_place = 0;    // more of them: biases a moved norm bias joined, not centered
   size_t centered_copies = 0;   // new initializers (untied centered copies, norm params)
   size_t centered_in_graph = 0; // training: centered values computed by new nodes
   size_t dropped = 0;           // initializers only the replaced norms' nodes read

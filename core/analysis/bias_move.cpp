@@ -131,7 +131,7 @@ class BiasMovePlanner {
           continue;
         }
       }
-      why = described(r) + " reads " + (v == c ? "it" : quote(g_.nodes[v].name)) +
+      why = described(r) + " reads " + quote(g_.nodes[v].name) +
             ": the bias moves only into a linear or a matmul with a 2-D param weight that "
             "contracts the feature axis";
       return false;
