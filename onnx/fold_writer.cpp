@@ -929,7 +929,6 @@ class FoldWriter {
     const std::string term = fresh(base + "/MatMul_output_0");
     at.push_back(make_node(base, "MatMul", out_first ? std::vector<std::string>{w, b}
                                                      : std::vector<std::string>{b, w}, term));
-    ++summary_.centered_in_graph;
     const int64_t out = f_.node_shapes[f_.node_index(image.name)].back();
     std::optional<std::pair<int, int>> joins;
     if (n.op_type() == "Gemm" && bias_input(i, 2, out)) joins = std::make_pair(i, 2);
