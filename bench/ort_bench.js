@@ -17,6 +17,11 @@
 // only (the reference's LayerNorms that a fold's `/RMS/` nodes are named after). The norm op types and counts the
 // optimised graph ran are printed, so that ORT's fusions show.
 //
+// The residual Adds: a norm kernel whose input an `Add` of the optimised graph computes
+// gets that Add's kernel time too (`residual_us`: norms plus the Adds feeding them), so a
+// fold whose RMSNorm takes the residual Add inside (SkipSimplifiedLayerNormalization) is
+// compared with the original's norm plus its separate Add.
+//
 // One JSON line per model goes to stdout. Graph optimisations are ORT's default (all).
 // onnxruntime-node is required from ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}.
 'use strict';
@@ -71,9 +76,65 @@ function tokenIds(ort, seq, vocab) {
   return new ort.Tensor('int64', ids, [1, seq]);
 }
 
-function sessionOptions(threads, profile) {
-  return { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
-           enableProfiling: profile, profileFilePrefix: path.join(os.tmpdir(), `ort_bench_${process.pid}`) };
+function sessionOptions(threads, profile, optimizedFile) {
+  const o = { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
+              enableProfiling: profile, profileFilePrefix: path.join(os.tmpdir(), `ort_bench_${process.pid}`) };
+  if (optimizedFile) o.optimizedModelFilePath = optimizedFile;
+  return o;
+}
+
+// --- the optimised graph's nodes (onnx.proto: ModelProto.graph 7, GraphProto.node 1,
+// NodeProto input 1, output 2, name 3, op_type 4) ---------------------------------------
+function readVarint(buf, pos) {
+  let value = 0n, shift = 0n;
+  for (;;) {
+    const b = buf[pos++];
+    value |= BigInt(b & 0x7f) << shift;
+    if (!(b & 0x80)) return [value, pos];
+    shift += 7n;
+  }
+}
+
+function protoFields(buf) {
+  const out = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    let key;
+    [key, pos] = readVarint(buf, pos);
+    const field = Number(key >> 3n), wire = Number(key & 7n);
+    if (wire === 0) { let v; [v, pos] = readVarint(buf, pos); out.push([field, v]); }
+    else if (wire === 2) { let len; [len, pos] = readVarint(buf, pos); out.push([field, buf.subarray(pos, pos + Number(len))]); pos += Number(len); }
+    else if (wire === 5) { pos += 4; }
+    else if (wire === 1) { pos += 8; }
+    else throw new Error(`unsupported wire type ${wire}`);
+  }
+  return out;
+}
+
+// norm node name -> the name of the Add computing its first input, in the graph at `file`.
+function residualAdds(file) {
+  const graph = protoFields(fs.readFileSync(file)).find(([f]) => f === 7)[1];
+  const nodes = [];
+  for (const [f, v] of protoFields(graph)) {
+    if (f !== 1) continue;
+    const n = { inputs: [], outputs: [], name: '', op: '' };
+    for (const [nf, nv] of protoFields(v)) {
+      if (nf === 1) n.inputs.push(nv.toString());
+      else if (nf === 2) n.outputs.push(nv.toString());
+      else if (nf === 3) n.name = nv.toString();
+      else if (nf === 4) n.op = nv.toString();
+    }
+    nodes.push(n);
+  }
+  const producer = new Map();
+  for (const n of nodes) for (const o of n.outputs) producer.set(o, n);
+  const out = new Map();
+  for (const n of nodes) {
+    if (!NORM_OPS.has(n.op) || n.inputs.length === 0) continue;
+    const p = producer.get(n.inputs[0]);
+    if (p && p.op === 'Add') out.set(n.name, p.name);
+  }
+  return out;
 }
 
 function quantile(sorted, q) {
@@ -93,22 +154,35 @@ function isNormNode(name, op) { return NORM_OPS.has(op) || name.includes('/RMS/'
 
 // Per profiled run (warm-up dropped), the µs of all norm kernels and of the replaced ones
 // (`replaced`: the LayerNorm nodes a fold rewrote, and every `/RMS/` node); the ops seen.
-function normTimes(trace, replaced) {
+function normTimes(trace, replaced, residual) {
   const runs = trace.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((a, b) => a.ts - b.ts);
-  const perRun = runs.map(() => 0), replacedPerRun = runs.map(() => 0);
+  const perRun = runs.map(() => 0), replacedPerRun = runs.map(() => 0), residualPerRun = runs.map(() => 0);
   const ops = {};
+  // The Adds feeding replaced norms.
+  const feeding = new Set();
+  for (const [norm, add] of residual) if (replaced.has(norm) || norm.includes('/RMS/')) feeding.add(add);
   for (const e of trace) {
     if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
     const node = e.name.slice(0, -'_kernel_time'.length);
     const op = (e.args && e.args.op_name) || '';
-    if (!isNormNode(node, op)) continue;
+    const norm = isNormNode(node, op);
+    if (!norm && !feeding.has(node)) continue;
     const k = runs.findIndex((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
     if (k < 0) continue;
+    if (feeding.has(node)) {
+      residualPerRun[k] += e.dur;
+      if (k === 0) ops['Add (residual)'] = (ops['Add (residual)'] || 0) + 1;
+      continue;
+    }
     perRun[k] += e.dur;
-    if (replaced.has(node) || node.includes('/RMS/')) replacedPerRun[k] += e.dur;
+    if (replaced.has(node) || node.includes('/RMS/')) {
+      replacedPerRun[k] += e.dur;
+      residualPerRun[k] += e.dur;
+    }
     if (k === 0) ops[op] = (ops[op] || 0) + 1;
   }
-  return { perRun: perRun.slice(1), replacedPerRun: replacedPerRun.slice(1), ops };
+  return { perRun: perRun.slice(1), replacedPerRun: replacedPerRun.slice(1),
+           residualPerRun: residualPerRun.slice(1), ops };
 }
 
 async function main() {
@@ -133,9 +207,15 @@ async function main() {
 
   const norms = [];
   const traces = [];
+  const residuals = [];
   for (const m of opts.models) {
-    if (opts.profileRuns === 0) { traces.push(null); continue; }
-    const s = await ort.InferenceSession.create(m.file, sessionOptions(opts.threads, true));
+    if (opts.profileRuns === 0) { traces.push(null); residuals.push(null); continue; }
+    const optimized = path.join(os.tmpdir(), `ort_bench_${process.pid}.optimized.onnx`);
+    const s = await ort.InferenceSession.create(m.file, sessionOptions(opts.threads, true, optimized));
+    residuals.push(residualAdds(optimized));
+    fs.unlinkSync(optimized);
+    for (const f of fs.readdirSync(os.tmpdir()))
+      if (f.startsWith(`ort_bench_${process.pid}.optimized.onnx`)) fs.unlinkSync(path.join(os.tmpdir(), f));
     for (let r = 0; r <= opts.profileRuns; ++r) await s.run(feedsFor(s));
     s.endProfiling();  // writes <profileFilePrefix>_<date>.json (onnxruntime-node returns nothing)
     const prefix = `ort_bench_${process.pid}_`;
@@ -151,20 +231,23 @@ async function main() {
   for (const t of traces) {
     for (const e of t || []) if (e.cat === 'Node' && e.name.includes('/RMS/')) replaced.add(e.name.split('/RMS/')[0]);
   }
-  for (const t of traces) norms.push(t ? normTimes(t, replaced) : null);
+  traces.forEach((t, k) => norms.push(t ? normTimes(t, replaced, residuals[k]) : null));
 
   const ref = summary(times[0]);
   const refNorm = norms[0] ? summary(norms[0].perRun) : null;
   const refReplaced = norms[0] ? summary(norms[0].replacedPerRun) : null;
+  const refResidual = norms[0] ? summary(norms[0].residualPerRun) : null;
   opts.models.forEach((m, k) => {
     const t = summary(times[k]);
     const n = norms[k] ? summary(norms[k].perRun) : null;
     const rn = norms[k] ? summary(norms[k].replacedPerRun) : null;
+    const rr = norms[k] ? summary(norms[k].residualPerRun) : null;
     process.stdout.write(JSON.stringify({
       model: m.label, seq: opts.seq, threads: opts.threads, repeats: opts.repeats,
       ms: t, ratio: t.median / ref.median,
       norm_us: n, norm_ratio: n && refNorm ? n.median / refNorm.median : null,
       replaced_us: rn, replaced_ratio: rn && refReplaced ? rn.median / refReplaced.median : null,
+      residual_us: rr, residual_ratio: rr && refResidual ? rr.median / refResidual.median : null,
       replaced_layernorms: replaced.size,
       norm_ops: norms[k] ? norms[k].ops : null,
     }) + '\n');

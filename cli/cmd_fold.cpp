@@ -5,7 +5,7 @@
 // feed it, and writes the rewritten model atomically (never over its own input).
 //
 // `lnverify fold MODEL.onnx -o FOLDED.onnx [--mode inference|training]
-//                [--rms-op decomposed|ort|onnx23] [--keep-opset]`
+//                [--rms-op decomposed|ort|ort-skip|onnx23] [--keep-opset]`
 // writes the fold onto the original ONNX file instead (onnx/fold_writer.h): inference
 // stores centered initializers, training keeps every initializer and centers in the graph.
 //
@@ -119,8 +119,9 @@ int fold_to_onnx(const State& st, Mode mode) {
   std::optional<AtomicFileWriter> report_file;
   onnx_import::FoldWriteOptions options;
   options.mode = mode;
-  options.rms_op = st.rms_op == "ort"      ? onnx_import::RmsOp::ort
-                   : st.rms_op == "onnx23" ? onnx_import::RmsOp::onnx23
+  options.rms_op = st.rms_op == "ort"        ? onnx_import::RmsOp::ort
+                   : st.rms_op == "ort-skip" ? onnx_import::RmsOp::ort_skip
+                   : st.rms_op == "onnx23"   ? onnx_import::RmsOp::onnx23
                                            : onnx_import::RmsOp::decomposed;
   options.keep_opset = st.keep_opset;
   options.sync = !st.no_fsync;
@@ -184,9 +185,11 @@ Action setup(CLI::App& sub) {
       ->check(CLI::IsMember({"source", "f32", "f64"}));
   sub.add_option("--rms-op", st->rms_op,
                  "ONNX output (-o X.onnx): how an RMSNorm is spelled: decomposed (standard ops, "
-                 "the default), ort (ONNX Runtime's SimplifiedLayerNormalization) or onnx23 "
+                 "the default), ort (ONNX Runtime's SimplifiedLayerNormalization), ort-skip "
+                 "(ort, with a residual Add before the norm fused: "
+                 "com.microsoft.SkipSimplifiedLayerNormalization) or onnx23 "
                  "(RMSNormalization, raising the opset to 23)")
-      ->check(CLI::IsMember({"decomposed", "ort", "onnx23"}));
+      ->check(CLI::IsMember({"decomposed", "ort", "ort-skip", "onnx23"}));
   sub.add_flag("--keep-opset", st->keep_opset,
                "ONNX output: never raise the model's opset (--rms-op onnx23 on an older model "
                "is then an error)");

@@ -16,6 +16,12 @@
 // - each folded norm: the ONNX nodes meta.onnx.norms lists are replaced, where the last of
 //   them stood, by an RMSNorm spelled as --rms-op says, reading the first node's input and
 //   writing the last node's output.
+// - each moved bias (moved_bias_readers: a folded norm whose bias its readers take): the
+//   reader's ONNX node (a Gemm or a MatMul) adds R0(beta) = W·beta: inference stores it in
+//   the bias it adds anyway (the Gemm's C, the initializer of the Add after a MatMul; in
+//   place when only that node reads it, else in a copy), or in a new bias (a Gemm's new C,
+//   an Add after a MatMul: a tied head); training computes it in the graph from the stored
+//   beta and W and adds it to that bias (or after the reader).
 // - training (FoldWriteOptions::mode): no initializer changes. Every use the inference
 //   writer would point at centered data (in place or a copy; a norm's changed param; a
 //   lookup table) reads instead "<W>.centered" = Sub(W, ReduceMean(W, axes, keepdims=1)),
@@ -48,6 +54,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/fold_plan.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
@@ -247,6 +254,7 @@ class FoldWriter {
     prepare_opset();
     center_params();
     replace_layer_scales();
+    move_biases();
     replace_norms();
     write();
     return summary_;
@@ -273,6 +281,7 @@ class FoldWriter {
   std::unordered_map<std::string, std::vector<Slot>> readers_;
   std::unordered_map<std::string, int> initializer_;
   std::set<int> removed_;  // nodes of replaced norms
+  std::set<std::string> changed_in_place_;  // initializers whose data was replaced
   std::map<int, std::vector<ox::NodeProto>> inserted_;  // new nodes, placed before node k
   std::vector<ox::TensorProto> new_initializers_;
   // The side file, written as each tensor is centered (never held whole in memory).
@@ -296,7 +305,13 @@ class FoldWriter {
 
   std::string file_name(const std::string& lnv_name) const {
     auto it = renamed_.find(lnv_name);
-    return it == renamed_.end() ? lnv_name : it->second;
+    if (it != renamed_.end()) return it->second;
+    // A moved bias' nodes (moved_bias_own) are named after their reader.
+    for (const std::string& suffix : {moved_bias_own(""), moved_bias_image("") + ".row", moved_bias_image("")})
+      if (lnv_name.size() > suffix.size() &&
+          lnv_name.compare(lnv_name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return file_name(lnv_name.substr(0, lnv_name.size() - suffix.size())) + suffix;
+    return lnv_name;
   }
 
   std::string fresh(const std::string& base) { return names_.fresh(base); }
@@ -720,6 +735,7 @@ class FoldWriter {
         if (!c.scale.empty()) store_scaled_centered(proto, src, fp.shape, c);
         else store_centered(proto, src, fp.shape, c.axes, c.remove);
         ++summary_.centered_in_place;
+        changed_in_place_.insert(value);
         return;
       }
       const Shape dims(proto.dims().begin(), proto.dims().end());
@@ -785,6 +801,7 @@ class FoldWriter {
       const ox::TensorProto src = table;
       store_centered(*mp_.mutable_graph()->mutable_initializer(initializer_.at(v)), src, dims, axes, c.remove);
       ++summary_.centered_in_place;
+      changed_in_place_.insert(v);
     } else {
       const std::string name = centered_initializer(v + ".centered", dims, table, dims, wanted);
       mp_.mutable_graph()->mutable_node(first)->set_input(0, name);
@@ -824,6 +841,213 @@ class FoldWriter {
                                                " into weights, and no ONNX Mul reading it maps to "
                                                "the folded node");
     }
+  }
+
+  // --- moved biases -------------------------------------------------------------------
+
+  // The effective values of the fold's param `name` (centered as the fold says).
+  std::vector<double> fold_values(const std::string& name) const {
+    Param p = f_.params[f_.param_index(name)];
+    if (p.values_deferred) materialize_values(p, model_dir_.string());
+    return effective_values(p);
+  }
+
+  // The ONNX node (a Gemm or a MatMul) computing lnv node `reader`; -1 when none.
+  int reader_node(const std::string& reader) const {
+    const std::string want = file_name(reader);
+    int prefix = -1;
+    for (int i = 0; i < mp_.graph().node_size(); ++i) {
+      const auto& n = mp_.graph().node(i);
+      if (n.op_type() != "Gemm" && n.op_type() != "MatMul") continue;
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      const std::string label = n.name().empty() ? n.output(0) : n.name();
+      if (want == label) return i;
+      if (want.rfind(label + ".", 0) == 0 || want.rfind(label + ":", 0) == 0) prefix = i;
+    }
+    return prefix;
+  }
+
+  // R0(beta) of a moved bias, from the fold's values: W·beta (linear) or beta·B (matmul).
+  std::vector<double> moved_term(const lnv::Node& image, const std::string& beta) const {
+    const std::vector<double> b = fold_values(beta);
+    const bool linear = image.op == Op::linear;
+    const std::string wname = linear ? image.weight : image.inputs[1];
+    const Shape& ws = f_.params[f_.param_index(wname)].shape;
+    const std::vector<double> w = fold_values(wname);
+    // W as [out, in]: a linear's weight, a transposed matmul's B; else B is [in, out].
+    const bool out_first = linear || image.transpose_b;
+    const int64_t out = out_first ? ws[0] : ws[1], in = out_first ? ws[1] : ws[0];
+    std::vector<double> v(size_t(out), 0.0);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) v[o] += w[out_first ? o * in + i : i * out + o] * b[i];
+    return v;
+  }
+
+  // The lnv node the file's node `i` maps to (by name), or nullptr.
+  const lnv::Node* fold_node_of(int i) const {
+    const auto& n = mp_.graph().node(i);
+    const std::string label = n.name().empty() ? n.output(0) : n.name();
+    for (const auto& [lnv_name, file] : renamed_)
+      if (file == label && f_.has(lnv_name) && f_.ref(lnv_name).kind == ValueRef::Kind::node)
+        return &f_.nodes[f_.ref(lnv_name).index];
+    if (f_.has(label) && f_.ref(label).kind == ValueRef::Kind::node) return &f_.nodes[f_.ref(label).index];
+    return nullptr;
+  }
+
+  // Input `k` of node `i` holds `values` (its bias plus the moved term): stored over the
+  // initializer it reads when no other node reads it, else in a copy "<init>.moved".
+  void store_bias(int i, int k, const std::vector<double>& values) {
+    const std::string cur = mp_.graph().node(i).input(k);
+    const bool own = initializer_.count(cur) && readers_.count(cur) && readers_.at(cur).size() == 1 &&
+                     !is_graph_output(cur);
+    if (own) {
+      auto& proto = *mp_.mutable_graph()->mutable_initializer(initializer_.at(cur));
+      store(proto, values);
+      if (changed_in_place_.insert(cur).second) ++summary_.moved_in_place;
+      return;
+    }
+    for (auto& t : new_initializers_)
+      if (t.name() == cur) {  // a centered copy this writer made for this reader
+        store(t, values);
+        return;
+      }
+    const auto& src = mp_.graph().initializer(initializer_.at(cur));
+    const Shape dims(src.dims().begin(), src.dims().end());
+    mp_.mutable_graph()->mutable_node(i)->set_input(k, float_initializer(cur + ".moved", dims, values, src.data_type()));
+  }
+
+  // Whether input `k` of node `i` is a float initializer (or a copy this writer made) of
+  // `count` elements that broadcasts along the rows: a bias the moved term can join.
+  bool bias_input(int i, int k, int64_t count) const {
+    const auto& n = mp_.graph().node(i);
+    if (k >= n.input_size() || n.input(k).empty()) return false;
+    const ox::TensorProto* t = nullptr;
+    if (auto it = initializer_.find(n.input(k)); it != initializer_.end()) t = &mp_.graph().initializer(it->second);
+    for (const auto& c : new_initializers_)
+      if (c.name() == n.input(k)) t = &c;
+    if (!t || elem_bytes(t->data_type()) == 0 || numel_of(*t) != count || t->dims_size() == 0) return false;
+    return t->dims(t->dims_size() - 1) == count;
+  }
+
+  void move_biases() {
+    for (const std::string& reader : moved_bias_readers(f_)) {
+      const lnv::Node& own = f_.nodes[f_.node_index(moved_bias_own(reader))];
+      const lnv::Node& image = f_.nodes[f_.node_index(moved_bias_image(reader))];
+      const std::string beta = image.op == Op::linear
+                                   ? image.inputs[0]
+                                   : f_.nodes[f_.node_index(image.inputs[0])].inputs[0];
+      const int i = reader_node(reader);
+      if (i < 0)
+        throw ModelError(source_.string(), "the fold moves the bias " + in_quotes(file_name(beta)) +
+                                               " into " + in_quotes(file_name(reader)) +
+                                               ", which is no Gemm or MatMul node of the file");
+      if (training()) {
+        move_bias_in_graph(i, image, beta);
+        continue;
+      }
+      std::vector<double> v = moved_term(image, beta);
+      const int64_t out = int64_t(v.size());
+      const auto& n = mp_.graph().node(i);
+      // A Gemm computes alpha·A·B + beta·C, the lnv reader A·B: the term joins scaled.
+      const double alpha = gemm_attr(n, "alpha"), gemm_beta = gemm_attr(n, "beta");
+      if (alpha != 1.0)
+        for (double& x : v) x *= alpha;
+      auto plus = [&](std::vector<double> b) {
+        for (int64_t o = 0; o < int64_t(b.size()); ++o) b[o] += v[o % out];
+        return b;
+      };
+      if (n.op_type() == "Gemm" && !own.bias.empty() && bias_input(i, 2, out)) {
+        store_bias(i, 2, plus(fold_values(own.bias)));
+      } else if (n.op_type() == "Gemm" && n.input_size() < 3 && gemm_beta != 0.0) {
+        for (double& x : v) x /= gemm_beta;
+        mp_.mutable_graph()->mutable_node(i)->add_input(
+            float_initializer(file_name(reader) + "/moved_bias", {out}, v, float_type_of(n.output(0), nullptr)));
+      } else if (const auto add = bias_add_after(i, out)) {
+        const lnv::Node* fa = fold_node_of(add->first);
+        const std::string& bp = fa ? fa->inputs[add->second] : std::string();
+        if (!fa || !f_.has(bp) || f_.ref(bp).kind != ValueRef::Kind::param)
+          add_after(i, float_initializer(file_name(reader) + "/moved_bias", {out}, v,
+                                         float_type_of(n.output(0), nullptr)));
+        else
+          store_bias(add->first, add->second, plus(fold_values(bp)));
+      } else {
+        add_after(i, float_initializer(file_name(reader) + "/moved_bias", {out}, v,
+                                       float_type_of(n.output(0), nullptr)));
+      }
+    }
+  }
+
+  static double gemm_attr(const ox::NodeProto& n, const char* name) {
+    if (n.op_type() != "Gemm") return 1.0;
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return a.f();
+    return 1.0;
+  }
+
+  // The Add (node, input) that alone reads node i's output and adds a bias initializer of
+  // `count` elements to it; nullopt when there is none.
+  std::optional<std::pair<int, int>> bias_add_after(int i, int64_t count) const {
+    const std::string y = mp_.graph().node(i).output(0);
+    auto it = readers_.find(y);
+    if (it == readers_.end() || it->second.size() != 1 || is_graph_output(y)) return std::nullopt;
+    const Slot s = it->second.front();
+    const auto& a = mp_.graph().node(s.node);
+    if (a.op_type() != "Add" || (!a.domain().empty() && a.domain() != "ai.onnx")) return std::nullopt;
+    const int k = 1 - s.input;
+    if (!bias_input(s.node, k, count)) return std::nullopt;
+    return std::make_pair(s.node, k);
+  }
+
+  // Node i's output y becomes Add(y', term): the node writes y', the Add placed after it y.
+  void add_after(int i, const std::string& term) {
+    auto& n = *mp_.mutable_graph()->mutable_node(i);
+    const std::string y = n.output(0);
+    const std::string own = fresh(y + ".own");
+    n.set_output(0, own);
+    declare_like(own, y);
+    inserted_[i + 1].push_back(make_node((n.name().empty() ? y : n.name()) + "/moved_bias", "Add", {own, term}, y));
+  }
+
+  // Training: R0(beta) computed before node i from the stored beta and the weight node i
+  // reads (as centered in the graph): MatMul(W, beta) for a weight stored [out, in] (a
+  // transB Gemm's), MatMul(beta, B) for one stored [in, out]; ops on two initializers that
+  // the importer would fold into a constant (Transpose, Mul) are avoided, so W and beta
+  // stay parameters. It joins the bias the reader adds (Add(b, R0) read in place of b),
+  // else an Add after the reader.
+  void move_bias_in_graph(int i, const lnv::Node& image, const std::string& beta) {
+    const std::string b = file_name(beta);
+    const Shape& bs = f_.params[f_.param_index(beta)].shape;
+    if (!initializer_.count(b) ||
+        Shape(mp_.graph().initializer(initializer_.at(b)).dims().begin(),
+              mp_.graph().initializer(initializer_.at(b)).dims().end()) != bs)
+      throw ModelError(source_.string(), "--mode training: the fold moves the bias " + in_quotes(b) +
+                                             ", which the file does not store as an initializer of "
+                                             "shape " + to_string(bs) + "; the training writer adds "
+                                             "no parameters");
+    const auto& n = mp_.graph().node(i);
+    const std::string base = (n.name().empty() ? n.output(0) : n.name()) + "/moved_bias";
+    if (gemm_attr(n, "alpha") != 1.0)
+      throw ModelError(source_.string(), "--mode training: the fold moves the bias " + in_quotes(b) +
+                                             " into " + node_label(i) + ", whose alpha is not 1");
+    const std::string w = n.input(1);
+    bool out_first = image.transpose_b;
+    if (n.op_type() == "Gemm") {
+      out_first = false;
+      for (const auto& a : n.attribute())
+        if (a.name() == "transB") out_first = a.i() != 0;
+    }
+    auto& at = inserted_[i];
+    const std::string term = fresh(base + "/MatMul_output_0");
+    at.push_back(make_node(base, "MatMul", out_first ? std::vector<std::string>{w, b}
+                                                     : std::vector<std::string>{b, w}, term));
+    const int64_t out = f_.node_shapes[f_.node_index(image.name)].back();
+    std::optional<std::pair<int, int>> joins;
+    if (n.op_type() == "Gemm" && bias_input(i, 2, out)) joins = std::make_pair(i, 2);
+    else joins = bias_add_after(i, out);
+    if (!joins) return add_after(i, term);
+    const std::string biased = fresh(base + "/Add_output_0");
+    at.push_back(make_node(base, "Add", {mp_.graph().node(joins->first).input(joins->second), term}, biased));
+    mp_.mutable_graph()->mutable_node(joins->first)->set_input(joins->second, biased);
   }
 
   // --- centering in the graph (training) -----------------------------------------------
@@ -1184,6 +1408,17 @@ class FoldWriter {
       }
       const int32_t type = float_type_of(x, weight);
       const std::string base = file_name(norm) + "/RMS";
+      if (options_.rms_op == RmsOp::ort_skip && k == 1 && weight && transposed.empty() &&
+          (type == ox::TensorProto::FLOAT || type == ox::TensorProto::FLOAT16)) {
+        const int64_t features = f_.node_shapes[f_.node_index(norm)].back();
+        if (const auto skip = residual_add(x, features)) {
+          std::vector<ox::NodeProto> rms = skip_rms_nodes(base, *skip, x, y, fn.eps, weight, bias, type);
+          auto& at = inserted_[skip->add];
+          at.insert(at.end(), rms.begin(), rms.end());
+          ++summary_.norms;
+          continue;
+        }
+      }
       std::vector<ox::NodeProto> rms = rms_nodes(base, x, y, written, fn.eps, weight, bias, type, last);
       rms.insert(rms.begin(), transposed.begin(), transposed.end());
       auto& before_last = inserted_[last];  // after the nodes centering its params (training)
@@ -1230,6 +1465,129 @@ class FoldWriter {
     auto& at = inserted_[i];
     at.insert(at.end(), out.begin(), out.end());
     ++summary_.norms;
+  }
+
+  // --- the residual add fused into the RMSNorm (--rms-op ort-skip) ------------------------
+
+  // x = Add(input, skip) (or Add(input, Add(skip, bias)) with a 1-D constant bias of the
+  // features, the formats ONNX Runtime's SkipLayerNormFusion takes for LayerNormalization).
+  struct ResidualAdd {
+    int add = -1, bias_add = -1;
+    std::string input, skip, bias;
+  };
+
+  bool same_shape(const std::string& a, const std::string& b) {
+    const auto va = inferred(a), vb = inferred(b);
+    if (!va || !vb || !va->type().tensor_type().has_shape() || !vb->type().tensor_type().has_shape())
+      return false;
+    const auto& sa = va->type().tensor_type().shape();
+    const auto& sb = vb->type().tensor_type().shape();
+    if (sa.dim_size() != sb.dim_size() || sa.dim_size() < 2 || sa.dim_size() > 3) return false;
+    for (int d = 0; d < sa.dim_size(); ++d) {
+      const auto &da = sa.dim(d), &db = sb.dim(d);
+      const bool values = da.has_dim_value() && db.has_dim_value() && da.dim_value() == db.dim_value();
+      const bool params = da.has_dim_param() && db.has_dim_param() && da.dim_param() == db.dim_param();
+      if (!values && !params) return false;
+    }
+    return true;
+  }
+
+  // Where ONNX's shape inference leaves a shape open (a Reshape to a computed shape): the
+  // imported Add of node i adds two operands of its own shape at the bound dims.
+  bool same_shape_bound(int i) const {
+    const lnv::Node* a = fold_node_of(i);
+    if (!a || a->op != Op::add || a->inputs.size() != 2) return false;
+    const Shape& out = f_.node_shapes[f_.node_index(a->name)];
+    return out.size() >= 2 && out.size() <= 3 && f_.shape_of(a->inputs[0]) == out &&
+           f_.shape_of(a->inputs[1]) == out;
+  }
+
+  bool is_default_add(int i) const {
+    const auto& n = mp_.graph().node(i);
+    return n.op_type() == "Add" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+           n.input_size() == 2 && n.output_size() == 1;
+  }
+
+  // The residual Add that computes norm input `x`, with both addends of x's shape; nullopt
+  // when x is no such Add's output (or another norm took that Add).
+  std::optional<ResidualAdd> residual_add(const std::string& x, int64_t features) {
+    auto it = producer_.find(x);
+    if (it == producer_.end() || removed_.count(it->second) || !is_default_add(it->second))
+      return std::nullopt;
+    const auto& n = mp_.graph().node(it->second);
+    if (!(same_shape(n.input(0), x) && same_shape(n.input(1), x)) && !same_shape_bound(it->second))
+      return std::nullopt;
+    ResidualAdd r{it->second, -1, n.input(0), n.input(1), ""};
+    for (int k : {1, 0}) {
+      const std::string v = n.input(k);
+      auto p = producer_.find(v);
+      if (p == producer_.end() || removed_.count(p->second) || !is_default_add(p->second) ||
+          readers_.at(v).size() != 1 || is_graph_output(v))
+        continue;
+      const auto& b = mp_.graph().node(p->second);
+      for (int j : {1, 0}) {
+        const ox::TensorProto* t = initializer_of(b.input(j));
+        if (!t || t->dims_size() != 1 || t->dims(0) != features) continue;
+        r.bias = b.input(j);
+        (k == 0 ? r.input : r.skip) = b.input(1 - j);
+        r.bias_add = p->second;
+        break;
+      }
+      if (r.bias_add >= 0) break;
+    }
+    removed_.insert(r.add);
+    if (r.bias_add >= 0) removed_.insert(r.bias_add);
+    return r;
+  }
+
+  // The initializer (original or one this writer added) named `name`, or nullptr.
+  const ox::TensorProto* initializer_of(const std::string& name) const {
+    if (auto it = initializer_.find(name); it != initializer_.end()) return &mp_.graph().initializer(it->second);
+    for (const auto& t : new_initializers_)
+      if (t.name() == name) return &t;
+    return nullptr;
+  }
+
+  // SkipSimplifiedLayerNormalization(input, skip, weight[, bias]) writing the RMSNorm and,
+  // as its fourth output, the sum x when another node or the graph reads it; then the
+  // norm's own bias as an Add when it kept one.
+  std::vector<ox::NodeProto> skip_rms_nodes(const std::string& base, const ResidualAdd& r,
+                                            const std::string& x, const std::string& y, double eps,
+                                            const Param* weight, const Param* bias, int32_t type) {
+    bool sum_read = is_graph_output(x);
+    for (const Slot& s : readers_.count(x) ? readers_.at(x) : std::vector<Slot>{})
+      sum_read = sum_read || !removed_by_norm(s.node);
+    const std::string normed = bias ? fresh(base + "/normed_output_0") : y;
+    std::vector<std::string> inputs{r.input, r.skip, norm_param(base, "weight", *weight, type, r.add)};
+    if (!r.bias.empty()) inputs.push_back(r.bias);
+    ox::NodeProto n = make_node(base, "SkipSimplifiedLayerNormalization", inputs, normed);
+    n.set_domain("com.microsoft");
+    if (sum_read) {
+      n.add_output("");
+      n.add_output("");
+      n.add_output(x);
+    }
+    auto* e = n.add_attribute();
+    e->set_name("epsilon");
+    e->set_type(ox::AttributeProto::FLOAT);
+    e->set_f(float(eps));
+    ensure_ms_opset();
+    // ONNX's shape inference does not know the com.microsoft op: its outputs are declared.
+    declare_like(normed, x);
+    std::vector<ox::NodeProto> out{n};
+    if (bias) {
+      out.push_back(make_node(base, "Add", {normed, norm_param(base, "bias", *bias, type, r.add)}, y));
+    }
+    ++summary_.skip_fused;
+    return out;
+  }
+
+  void ensure_ms_opset() {
+    for (const auto& o : mp_.opset_import())
+      if (o.domain() == "com.microsoft") return;
+    auto* o = mp_.add_opset_import();
+    o->set_domain("com.microsoft");
+    o->set_version(1);
   }
 
   std::vector<ox::NodeProto> rms_nodes(const std::string& base, const std::string& x,
@@ -1296,7 +1654,7 @@ class FoldWriter {
       out.push_back(n);
     }
     if (bias) {
-      if (options_.rms_op == RmsOp::ort) declare_like(normed, x);
+      if (options_.rms_op == RmsOp::ort || options_.rms_op == RmsOp::ort_skip) declare_like(normed, x);
       out.push_back(make_node(base, onnx_op_of(RmsStep::bias), {normed, norm_param(base, "bias", *bias, type, at)}, y));
     }
     return out;

@@ -29,6 +29,9 @@ enum class RmsOp {
   decomposed,  // Pow(x, 2), ReduceMean, Add eps, Sqrt, Div, Mul weight (standard ops)
   ort,         // SimplifiedLayerNormalization (ONNX Runtime's fused kernel, which ONNX
                // Runtime registers in the default domain)
+  ort_skip,    // ort; a norm whose input is a residual Add of two tensors of its shape:
+               // com.microsoft.SkipSimplifiedLayerNormalization taking both addends (and a
+               // 1-D bias Add on one of them)
   onnx23,      // RMSNormalization (ONNX opset 23)
 };
 
@@ -57,9 +60,11 @@ struct FoldWriteOptions {
 struct FoldWriteSummary {
   size_t norms = 0;             // norms replaced
   size_t centered_in_place = 0; // initializers whose data was replaced, name kept
+  size_t moved_in_place = 0;    // more of them: biases a moved norm bias joined, not centered
   size_t centered_copies = 0;   // new initializers (untied centered copies, norm params)
   size_t centered_in_graph = 0; // training: centered values computed by new nodes
   size_t dropped = 0;           // initializers only the replaced norms' nodes read
+  size_t skip_fused = 0;        // --rms-op ort-skip: norms written with their residual Add fused
   std::string side_file;        // the new external data file ("" when none was written)
   std::vector<std::string> copied_files;  // external data files copied beside the output
 };

@@ -93,8 +93,9 @@ void map_neg(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(s), n.outputs[0]);
 }
 
-// numpy.matmul; a 1-D operand is a row (a) or a column (b), reshaped, and the product
-// reshaped to the output's shape.
+// numpy.matmul; a 1-D operand is a row (a) or a column (b), reshaped (a constant too, by a
+// reshape node, so that its param keeps the file's shape and its gradient pairs by name),
+// and the product reshaped to the output's shape.
 void map_matmul(Importer& im, const onnx_import::Node& n, size_t i) {
   const auto& a = im.shape(n.inputs[0]);
   const auto& b = im.shape(n.inputs[1]);
@@ -104,7 +105,6 @@ void map_matmul(Importer& im, const onnx_import::Node& n, size_t i) {
                          n.outputs[0]);
   auto as_matrix = [&](const std::string& v, Shape shape, const char* suffix) {
     if (im.shape(v).size() >= 2) return im.value(v);
-    if (im.is_constant(v)) return im.param_as(v, shape);
     Node r = im.node(n, i, Op::reshape, {im.value(v)}, suffix);
     r.shape = std::move(shape);
     return im.emit(std::move(r));

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace lnv::onnx_import {
 namespace {
@@ -34,6 +35,35 @@ ox::OpSchema with_string_attr(const char* base, int base_version, const char* na
   return s;
 }
 
+// ONNX Runtime's com.microsoft.SkipSimplifiedLayerNormalization (input, skip, gamma[, bias]
+// -> output[, mean, inv_std_var, input_skip_bias_sum], with epsilon), which the fold
+// writes for a norm after a residual Add (--rms-op ort): output and sum have the input's
+// type and shape.
+ox::OpSchema skip_simplified_layer_norm() {
+  ox::OpSchema s;
+  s.SetName("SkipSimplifiedLayerNormalization");
+  s.SetDomain("com.microsoft");
+  s.SinceVersion(1);
+  const std::vector<std::string> floats = {"tensor(float)", "tensor(float16)", "tensor(bfloat16)",
+                                           "tensor(double)"};
+  s.Input(0, "input", "", "T").Input(1, "skip", "", "T").Input(2, "gamma", "", "T");
+  s.Input(3, "bias", "", "T", ox::OpSchema::Optional);
+  s.Output(0, "output", "", "T").Output(1, "mean", "", "U", ox::OpSchema::Optional);
+  s.Output(2, "inv_std_var", "", "U", ox::OpSchema::Optional);
+  s.Output(3, "input_skip_bias_sum", "", "T", ox::OpSchema::Optional);
+  s.TypeConstraint("T", floats, "").TypeConstraint("U", {"tensor(float)"}, "");
+  s.Attr("epsilon", "", ox::AttributeProto::FLOAT, false);
+  s.TypeAndShapeInferenceFunction([](ox::InferenceContext& ctx) {
+    for (size_t o : {size_t(0), size_t(3)}) {
+      if (o >= ctx.getNumOutputs()) continue;
+      ox::propagateElemTypeFromInputToOutput(ctx, 0, o);
+      if (ox::hasInputShape(ctx, 0)) ox::propagateShapeFromInputToOutput(ctx, 0, o);
+    }
+  });
+  s.Finalize();
+  return s;
+}
+
 class NewerOpsetRegistry final : public ox::ISchemaRegistry {
  public:
   NewerOpsetRegistry() {
@@ -56,6 +86,7 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
     // schema for it, so shape inference would stop at it: checked and inferred as
     // LayerNormalization.
     simplified_ = renamed("LayerNormalization", 17, "SimplifiedLayerNormalization", 1);
+    skip_simplified_ = skip_simplified_layer_norm();
   }
 
   const ox::OpSchema* GetSchema(const std::string& key, const int max_version,
@@ -89,7 +120,7 @@ class NewerOpsetRegistry final : public ox::ISchemaRegistry {
     newer_[name].emplace(since, std::move(s));
   }
   std::map<std::string, std::map<int, ox::OpSchema>> newer_;
-  ox::OpSchema simplified_;
+  ox::OpSchema simplified_, skip_simplified_;
 };
 
 }  // namespace

@@ -22,6 +22,12 @@ std::vector<std::string> centered_names(const LnVerdict& v) {
   return out;
 }
 
+// Where the fold puts the norm's bias: "moves" (into the readers), "kept" (and why),
+// "none" (no bias, or not folded).
+std::string bias_fate(const LnVerdict& v) {
+  return v.bias.moves ? "moves" : v.bias.kept.empty() ? "none" : "kept";
+}
+
 nlohmann::json term_json(const CenterTerm& t) {
   nlohmann::json j;
   j["kind"] = t.kind == CenterTerm::Kind::producer ? "producer" : "param";
@@ -59,6 +65,9 @@ std::vector<const Node*> opaque_nodes(const Graph& g) {
 
 NormCost norm_cost(const Graph& g, const FoldPlan& plan) {
   const std::set<std::string> folded(plan.fold.begin(), plan.fold.end());
+  std::set<std::string> moved;
+  for (const LnVerdict& v : plan.layer_norms)
+    if (v.bias.moves) moved.insert(v.name);
   NormCost cost;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -81,7 +90,9 @@ NormCost norm_cost(const Graph& g, const FoldPlan& plan) {
     }
     const double ln = elements * (5 + affine), rms = elements * (3 + affine);
     cost.before += layer ? ln : rms;
-    cost.after += layer && !fold ? ln : rms;
+    // A moved bias costs nothing: the readers add it with the bias they add anyway.
+    const double moved_bias = fold && moved.count(n.name) ? elements : 0.0;
+    cost.after += layer && !fold ? ln : rms - moved_bias;
   }
   return cost;
 }
@@ -110,6 +121,7 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
     e["terms"] = terms;
     e["term_count"] = v.term_count;
     e["opaque"] = v.opaque;
+    e["bias"] = {{"fate", bias_fate(v)}, {"readers", v.bias.readers}, {"kept", v.bias.kept}};
     lns.push_back(e);
   }
   j["layer_norms"] = lns;
@@ -129,7 +141,7 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
       {"norm_ops_removed_share", cost.removed_share()},
       {"norm_cost_model",
        "per normalized element: LayerNorm 5 ops in 3 passes, RMSNorm 3 ops in 2 passes, "
-       "+1 per affine weight or bias"},
+       "+1 per affine weight or bias; a bias moved into the readers' biases costs 0"},
   };
   return j;
 }
@@ -151,7 +163,7 @@ std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& 
   };
   const size_t shown = options.verbose ? SIZE_MAX : 4;
   std::ostringstream s;
-  s << pad("LayerNorm", width) << "  inference  training  centered\n";
+  s << pad("LayerNorm", width) << "  inference  training  bias   centered\n";
   for (const LnVerdict& v : plan.layer_norms) {
     std::vector<std::string> names = centered_names(v);
     std::string centered;
@@ -160,7 +172,9 @@ std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& 
     if (names.empty() && v.term_count > 0) centered = std::to_string(v.term_count) + " terms";
     if (names.empty() && v.term_count == 0) centered = "-";
     s << pad(v.name, width) << "  " << verdict(v.foldable[0], 9) << "  "
-      << verdict(v.foldable[1], 8) << "  " << centered << "\n";
+      << verdict(v.foldable[1], 8) << "  " << pad(bias_fate(v) == "none" ? "-" : bias_fate(v), 5)
+      << "  " << centered << "\n";
+    if (!v.bias.kept.empty()) s << "    bias kept: " << v.bias.kept << "\n";
     for (int m = 0; m < 2; ++m) {
       if (v.reason[m].empty() || (m == 1 && v.reason[1] == v.reason[0])) continue;
       s << "    why not (" << mode_name(Mode(m)) << "): " << v.reason[m] << "\n";

@@ -17,7 +17,8 @@ namespace lnv::report {
 // the LNs foldable in the plan's mode. Per normalized element: a LayerNorm does 5
 // operations (mean: add; subtract; variance: multiply + add; scale) in 3 passes over the
 // row, an RMSNorm 3 (square + add; scale) in 2 passes; an affine weight or bias adds 1
-// each to both. Norms already rms_norm in the model are counted on both sides.
+// each to both, except a bias the fold moves into the readers (LnVerdict::bias), which
+// costs the fold nothing. Norms already rms_norm in the model are counted on both sides.
 struct NormCost {
   double before = 0, after = 0;  // operations
   double removed_share() const { return before > 0 ? (before - after) / before : 0.0; }
@@ -27,8 +28,8 @@ NormCost norm_cost(const Graph& g, const FoldPlan& plan);
 // The LN entries use the plan's terms for "centered" (names of producers and params).
 nlohmann::json audit_json(const Graph& g, const FoldPlan& plan);
 
-// A table: one row per LN (name, both verdicts, what is centered), each "no" followed by
-// its reason; then the one-line summary. Columns are aligned by display width; verdicts
+// A table: one row per LN (name, both verdicts, where the fold's bias goes, what is
+// centered), each kept bias and each "no" followed by its reason; then the one-line summary. Columns are aligned by display width; verdicts
 // are painted with options.paint. Verbose: every centered term (not the first four) and,
 // for each "no", the path from the breaking node to the LN.
 std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& options = {});

@@ -15,9 +15,11 @@ run "export gpt2_tiny" 0 "$LNV" export "$G" -o "$T/g.onnx"
 has "export: opset and counts" "wrote .*g.onnx: ONNX opset 17, [0-9]+ nodes, [0-9]+ initializers"
 run "import of the export" 0 "$LNV" import "$T/g.onnx" -o "$T/g.json"
 has "import: the 5 norms" "\(5 norms\)"
-"$LNV" audit "$G" | tail -1 > "$T/want"
+# The verdict counts; the share of norm arithmetic removed may differ: the export spells
+# the attention as linear layers, which take ln_1's bias where the `attention` op cannot.
+"$LNV" audit "$G" | tail -1 | cut -d';' -f1 > "$T/want"
 run "audit of the ONNX export" 0 "$LNV" audit "$T/g.onnx"
-if tail -1 "$T/out" | cmp -s - "$T/want"; then ok "audit: the summary of the original"; else bad "audit: the summary differs from $(cat "$T/want")"; fi
+if tail -1 "$T/out" | cut -d';' -f1 | cmp -s - "$T/want"; then ok "audit: the verdicts of the original"; else bad "audit: the summary differs from $(cat "$T/want")"; fi
 has "audit: LN names kept" "^h0.ln_1 +yes +no"
 run "check of the ONNX export proves its folds" 0 "$LNV" check "$T/g.onnx" --bits 128 --trials 1
 has "check: holds" "result: holds"

@@ -93,6 +93,44 @@ TEST(AuditReport, NormCostCountsFoldedNormsAsRms) {
   EXPECT_DOUBLE_EQ(report::norm_cost(g, none).removed_share(), 0.0);
 }
 
+// fc -> ln_lin (bias) -> head (linear); fc -> ln_res (bias) -> out (a graph output, and
+// read by a linear): ln_lin's bias moves into head, ln_res keeps its bias.
+Graph two_biased_norms() {
+  GraphBuilder b;
+  b.input("x", {2, 3, 8}).param("w", {8, 8}).param("beta1", {8}).param("beta2", {8});
+  b.param("wh", {4, 8});
+  b.node("fc", Op::linear, {"x"}).weight = "w";
+  Node& lin = b.node("ln_lin", Op::layer_norm, {"fc"});
+  lin.axes = {-1};
+  lin.bias = "beta1";
+  b.node("head", Op::linear, {"ln_lin"}).weight = "wh";
+  Node& res = b.node("ln_res", Op::layer_norm, {"fc"});
+  res.axes = {-1};
+  res.bias = "beta2";
+  b.node("head2", Op::linear, {"ln_res"}).weight = "wh";
+  return b.build({"head", "head2", "ln_res"});
+}
+
+TEST(AuditReport, ShowsWhereEachFoldedBiasGoes) {
+  const Graph g = two_biased_norms();
+  const FoldPlan plan = detect_foldable(g, Mode::inference);
+  const nlohmann::json j = report::audit_json(g, plan);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& e : j.at("layer_norms")) by_name[e.at("name")] = e.at("bias");
+  EXPECT_EQ(by_name["ln_lin"].at("fate"), "moves");
+  EXPECT_EQ(by_name["ln_lin"].at("readers"), nlohmann::json::array({"head"}));
+  EXPECT_EQ(by_name["ln_res"].at("fate"), "kept");
+  EXPECT_NE(by_name["ln_res"].at("kept").get<std::string>().find("graph output"), std::string::npos)
+      << by_name["ln_res"];
+  const std::string t = report::audit_text(g, plan);
+  EXPECT_NE(t.find("bias kept: `ln_res`, which carries its bias, is a graph output"), std::string::npos) << t;
+  // Per element: ln_lin 6 -> 3 (its bias moved), ln_res 6 -> 4.
+  const double e = 2 * 3 * 8;
+  const report::NormCost c = report::norm_cost(g, plan);
+  EXPECT_DOUBLE_EQ(c.before, e * (6 + 6));
+  EXPECT_DOUBLE_EQ(c.after, e * (3 + 4));
+}
+
 TEST(AuditReport, TextListsEveryNormAndSummarizes) {
   const Graph g = three_norms();
   const std::string t = report::audit_text(g, detect_foldable(g, Mode::inference));

@@ -263,6 +263,19 @@ TEST_P(Golden, VerdictsMatchAndAreProvedExactly) {
         }
       }
       if (v.foldable[m]) want_fold.push_back(v.name);
+      // Where the plan's fold puts the norm's bias (meta.expect.<ln>.bias: "moves", "kept"
+      // or "none"), and what the reason for keeping it names.
+      if (e.contains("bias") && v.foldable[m]) {
+        const std::string fate = v.bias.moves ? "moves" : v.bias.kept.empty() ? "none" : "kept";
+        EXPECT_EQ(fate, e.at("bias").get<std::string>())
+            << "the bias of '" << v.name << "' in " << mode_name(mode) << " (kept: \""
+            << v.bias.kept << "\")";
+        if (e.contains("bias_kept_mentions"))
+          for (const auto& s : e.at("bias_kept_mentions"))
+            EXPECT_NE(v.bias.kept.find(s.get<std::string>()), std::string::npos)
+                << "why '" << v.name << "' keeps its bias should name " << s << ": \""
+                << v.bias.kept << "\"";
+      }
     }
     foldable[m] = want_fold.size();
     std::vector<std::string> folded = plan.fold;

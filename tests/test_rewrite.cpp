@@ -94,6 +94,62 @@ TEST(Rewrite, InferenceCentersInPlaceUntiesAndSwaps) {
   EXPECT_LT(output_gap(g, f, Mode::inference, 2), 1e-60);
 }
 
+// x -> fc -> ln (bias) -> t (transpose [1, 0, 2]: the features stay last) -> {q (linear
+// with a bias), k (matmul with a [8, 4] param, no bias: narrower than the norm)}.
+Graph bias_readers(bool residual) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 8}).param("w", {8, 8}).param("beta", {8}).param("gamma", {8});
+  b.param("qw", {6, 8}).param("qb", {6}).param("kw", {8, 4});
+  b.node("fc", Op::linear, {"x"}).weight = "w";
+  Node& ln = b.node("ln", Op::layer_norm, {"fc"});
+  ln.axes = {-1};
+  ln.weight = "gamma";
+  ln.bias = "beta";
+  b.node("t", Op::transpose, {"ln"}).perm = {1, 0, 2};
+  Node& q = b.node("q", Op::linear, {"t"});
+  q.weight = "qw";
+  q.bias = "qb";
+  b.node("k", Op::matmul, {"t", "kw"});
+  if (!residual) return b.build({"q", "k"});
+  b.input("y", {2, 3, 8});
+  b.node("res", Op::add, {"y", "ln"});
+  return b.build({"q", "k", "res"});
+}
+
+TEST(Rewrite, MovesAFoldedNormsBiasIntoItsReaders) {
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    const Graph g = bias_readers(false);
+    const FoldPlan plan = detect_foldable(g, mode);
+    ASSERT_EQ(plan.layer_norms.size(), 1u);
+    const BiasMove& m = plan.layer_norms[0].bias;
+    ASSERT_TRUE(m.moves) << m.kept;
+    EXPECT_EQ(m.readers, (std::vector<std::string>{"q", "k"}));
+    const Graph f = apply_fold(g, plan);
+    EXPECT_EQ(node(f, "ln").op, Op::rms_norm);
+    EXPECT_TRUE(node(f, "ln").bias.empty());
+    EXPECT_EQ(node(f, "q").op, Op::add);  // q(t) = q.own(t) + qw·beta
+    EXPECT_EQ(node(f, "q").inputs, (std::vector<std::string>{"q.own", "q.moved_bias"}));
+    EXPECT_EQ(node(f, "q.own").bias, "qb");
+    EXPECT_EQ(node(f, "q.moved_bias").inputs, std::vector<std::string>{"beta"});
+    EXPECT_EQ(node(f, "k.moved_bias").inputs, (std::vector<std::string>{"k.moved_bias.row", "kw"}));
+    EXPECT_EQ(moved_bias_readers(f), (std::vector<std::string>{"q", "k"}));
+    EXPECT_EQ(f.outputs, g.outputs);
+    EXPECT_LT(output_gap(g, f, mode, 1), 1e-60) << mode_name(mode);
+  }
+}
+
+TEST(Rewrite, KeepsTheBiasOfANormWithAnotherReader) {
+  const Graph g = bias_readers(true);
+  const FoldPlan plan = detect_foldable(g, Mode::inference);
+  const BiasMove& m = plan.layer_norms[0].bias;
+  EXPECT_FALSE(m.moves);
+  EXPECT_TRUE(m.readers.empty());
+  EXPECT_NE(m.kept.find("`res` (add) reads `ln`"), std::string::npos) << m.kept;
+  const Graph f = apply_fold(g, plan);
+  EXPECT_EQ(node(f, "ln").bias, "beta");
+  EXPECT_TRUE(moved_bias_readers(f).empty());
+}
+
 TEST(Rewrite, TrainingKeepsStoredParamsAndMarksCbwc) {
   // Without the dropout, ln1 folds in training too.
   Graph g = tied_model();

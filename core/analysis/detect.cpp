@@ -503,6 +503,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   plan.fold.clear();
   for (const LnVerdict& v : plan.layer_norms)
     if (v.foldable[pm]) plan.fold.push_back(v.name);
+  plan_bias_moves(g, plan);
   return plan;
 }
 

@@ -39,6 +39,17 @@ struct CenterTerm {
   bool operator==(const CenterTerm&) const = default;
 };
 
+// Where a folded norm's bias goes (docs/spec/semantics.md, "Moving the bias"). A norm whose
+// output every reader multiplies by a weight (a linear, a matmul with a 2-D param weight;
+// through reshapes and transposes that keep the feature axis last) loses its bias: each
+// reader R adds W·β, so the RMSNorm writes no bias pass.
+struct BiasMove {
+  bool moves = false;
+  std::vector<std::string> readers;  // moves: the producers that take W·β
+  std::string kept;  // a folded norm with a bias that keeps it: why ("" otherwise)
+  bool operator==(const BiasMove&) const = default;
+};
+
 struct LnVerdict {
   std::string name;       // the layer_norm node, or "<rnn>.norm"
   std::string node;       // the node holding it (the layer_norm, or the rnn)
@@ -55,6 +66,7 @@ struct LnVerdict {
   bool opaque = false;  // an opaque atom survives in the mean (no centering can help)
   // How many terms survive in the mean (also when `terms` is not listed, see DetectOptions).
   size_t term_count = 0;
+  BiasMove bias;  // for the plan's mode, when this LN is folded
 };
 
 struct FoldPlan {
@@ -65,8 +77,22 @@ struct FoldPlan {
   size_t foldable_count(Mode m) const;
 };
 
-// Precondition: g is finalized. Never throws for a valid graph.
+// Precondition: g is finalized. Never throws for a valid graph. Fills every LnVerdict::bias
+// (plan_bias_moves).
 FoldPlan detect_foldable(const Graph& g, Mode mode);
+
+// Decides LnVerdict::bias for every LN of plan.fold (a bias-free RMSNorm where the readers
+// can take the bias); leaves the other verdicts' `bias` empty. Precondition: plan is
+// detect_foldable's (or names g's nodes).
+void plan_bias_moves(const Graph& g, FoldPlan& plan);
+
+// The rewrite's spelling of a moved bias: reader R becomes "<R>.own", and an add named R
+// sums it with "<R>.moved_bias", W·β computed from the reader's weight and the norm's bias
+// (a matmul reads β through "<R>.moved_bias.row", β reshaped to [1, C]).
+std::string moved_bias_own(const std::string& reader);
+std::string moved_bias_image(const std::string& reader);
+// The readers R of a folded graph that took a moved bias (the adds spelled as above).
+std::vector<std::string> moved_bias_readers(const Graph& folded);
 
 struct DetectOptions {
   // List every LN's surviving terms in LnVerdict::terms. On a deep pre-norm residual
@@ -80,7 +106,9 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
 // inference — centered weights (Param::center_axes / zeroed params, untied copies named
 // "<param>.centered" where a raw use remains), each folded LN swapped for rms_norm with
 // the same eps/weight/bias; training — every stored param kept, producers marked cbwc,
-// param terms read through `center` nodes, LNs swapped. Node names of the original are
+// param terms read through `center` nodes, LNs swapped. Both: each moving bias
+// (LnVerdict::bias) leaves its norm for the readers, computed in the graph from the
+// original params (moved_bias_own). Node names of the original are
 // kept (so dropout masks and outputs line up).
 Graph apply_fold(const Graph& g, const FoldPlan& plan);
 // The same result, rewriting `g` in place of a copy (no copy of the param values).

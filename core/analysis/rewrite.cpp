@@ -16,7 +16,10 @@
 //   keeping its name; in training the mul (renamed "<mul>.unscaled") is followed by a
 //   `center` over its feature axis that takes its name: C(γ ⊙ (Wx + b)) is
 //   (C·diag(γ)·W)x + C(γ ⊙ b), computed from the stored γ, W and b.
-// Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias.
+// Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias;
+//   then each whose bias moves (LnVerdict::bias) loses it, and each reader R becomes
+//   "<R>.own" followed by add(R.own, R.moved_bias), named R, with R.moved_bias = W·β computed
+//   in the graph from the norm's bias and the reader's weight (as centered, or `cbwc`).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -85,6 +88,7 @@ class Rewriter {
     swap_norms();
     if (plan_.mode == Mode::inference) center_inference();
     else center_training();
+    move_biases();  // after the centering: the moved term reads the weights as centered
     out_.finalize();
     return std::move(out_);
   }
@@ -371,6 +375,60 @@ class Rewriter {
                                      "', which is not an operand");
       *ref = centered_reader(t.param, t.axes, t.remove);
     }
+  }
+
+  void move_biases() {
+    const std::set<std::string> folded(plan_.fold.begin(), plan_.fold.end());
+    for (const LnVerdict& v : plan_.layer_norms) {
+      if (!v.bias.moves || !folded.count(v.name)) continue;
+      Node& norm = out_.nodes[node_of(v.node, "LayerNorm")];
+      if (norm.op != Op::rms_norm || norm.bias.empty())
+        throw ModelError(v.name, "the fold plan moves the bias of '" + v.name +
+                                     "', which is not a folded norm with a bias");
+      const std::string beta = norm.bias;
+      norm.bias.clear();
+      for (const std::string& r : v.bias.readers) move_into(node_of(r, "bias reader"), beta);
+    }
+  }
+
+  // reader(y) -> add(reader.own(y), reader.moved_bias(beta)), the add taking the reader's name.
+  void move_into(int32_t i, const std::string& beta) {
+    const Node reader = out_.nodes[i];
+    const std::string name = reader.name;
+    Node image;
+    image.name = moved_bias_image(name);
+    image.cbwc = reader.cbwc;
+    if (reader.op == Op::linear) {
+      image.op = Op::linear;
+      image.inputs = {beta};
+      image.weight = reader.weight;
+    } else if (reader.op == Op::matmul && g_.node_inputs[i].size() == 2 &&
+               g_.node_inputs[i][1].kind == ValueRef::Kind::param) {
+      Node row;
+      row.name = image.name + ".row";
+      row.op = Op::reshape;
+      row.inputs = {beta};
+      row.shape = {1, -1};
+      out_.nodes.push_back(row);
+      image.op = Op::matmul;
+      image.inputs = {row.name, reader.inputs[1]};
+      image.transpose_b = reader.transpose_b;
+    } else {
+      throw ModelError(name, "the fold plan moves a bias into '" + name + "' (" +
+                                 std::string(op_name(reader.op)) +
+                                 "), which is not a linear or a matmul with a param weight");
+    }
+    for (const std::string& n : {moved_bias_own(name), image.name})
+      if (names_.count(n)) throw ModelError(name, "the moved bias needs the name '" + n + "', which is taken");
+    out_.nodes[i].name = moved_bias_own(name);
+    names_.insert(out_.nodes[i].name);
+    names_.insert(image.name);
+    Node add;
+    add.name = name;
+    add.op = Op::add;
+    add.inputs = {moved_bias_own(name), image.name};
+    out_.nodes.push_back(image);
+    out_.nodes.push_back(add);
   }
 
   // norm(x, bias=b) -> add(norm.nobias(x), center(b)), the add taking the norm's name.

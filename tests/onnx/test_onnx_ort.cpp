@@ -41,6 +41,8 @@
 #include "onnx/import.h"
 #include "onnx/onnx_model.h"
 
+#include <nlohmann/json.hpp>
+
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
 
@@ -387,6 +389,70 @@ TEST(OrtOptimized, FoldStaysFusedAndAgreesWithTheSource) {
   }
   EXPECT_EQ(files, 16);
   EXPECT_GE(skip_norms, 2) << "no SkipLayerNormalization was folded";
+// The op types of the graph ONNX Runtime runs for `model` (its optimized graph), counted.
+std::map<std::string, int> ort_ops(const fs::path& model, const fs::path& input, const fs::path& dir) {
+  const fs::path opt = dir / (model.stem().string() + ".optimized.onnx");
+  run_ort(model, input, dir / "out", 1, opt);
+  onnx::ModelProto mp;
+  std::ifstream in(opt, std::ios::binary);
+  EXPECT_TRUE(mp.ParseFromIstream(&in)) << opt;
+  std::map<std::string, int> ops;
+  for (const auto& n : mp.graph().node()) ++ops[n.op_type()];
+  return ops;
+}
+
+// --rms-op ort-skip: every folded norm whose input is a residual Add runs as one
+// SkipSimplifiedLayerNormalization kernel with the Add inside, so ORT's graph of the fold
+// has a fused skip norm wherever the original's has a SkipLayerNormalization of a folded
+// norm, and more where ORT's own fusion leaves the residual Add apart (a sum that the next
+// residual reads too); a folded norm whose bias moved has no bias Add left.
+TEST(OrtFusion, RunsEachResidualAddInsideTheFoldedNorm) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  if (!fold_writes_onnx()) GTEST_SKIP() << "this lnverify does not write ONNX";
+  int checked = 0;
+  for (const Export& e : exports()) {
+    if (opset_of(e.model) != 17) continue;
+    const fs::path dir = scratch(e.model + ".skip");
+    std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(kDir / (e.model + ".onnx")) +
+                      " --rms-op ort-skip -o " + shell_quoted(dir / "folded.onnx") + " --json " +
+                      shell_quoted(dir / "audit.json");
+    for (const auto& [name, value] : dims_of(kDir / (e.model + ".onnx")))
+      cmd += " --dim " + name + "=" + std::to_string(value);
+    ASSERT_EQ(std::system((cmd + " > " + shell_quoted(dir / "fold.log") + " 2>&1").c_str()), 0) << cmd;
+    std::ifstream report(dir / "audit.json");
+    const nlohmann::json audit = nlohmann::json::parse(report);
+    int folded = 0, kept_bias = 0;
+    for (const auto& v : audit.at("layer_norms")) {
+      const auto& fold = audit.at("plan").at("fold");
+      if (std::find(fold.begin(), fold.end(), v.at("name")) == fold.end()) continue;
+      ++folded;
+      kept_bias += v.at("bias").at("fate") == "kept";
+    }
+    if (folded == 0) continue;
+    const fs::path input = kDir / e.data / "test_data_set_0/input_0.pb";
+    auto orig = ort_ops(kDir / (e.model + ".onnx"), input, dir);
+    auto fold = ort_ops(dir / "folded.onnx", input, dir);
+    // Bias Adds of the folded norms: ORT names them `<norm>/RMS/Add`.
+    onnx::ModelProto mp;
+    std::ifstream in(dir / "folded.optimized.onnx", std::ios::binary);
+    ASSERT_TRUE(mp.ParseFromIstream(&in));
+    int bias_adds = 0;
+    for (const auto& n : mp.graph().node())
+      bias_adds += n.op_type() == "Add" && n.name().find("/RMS/Add") != std::string::npos;
+    const int unfolded_lns = orig["LayerNormalization"] + orig["SkipLayerNormalization"] - folded;
+    std::cout << e.model << ": original " << orig["SkipLayerNormalization"] << " SkipLayerNormalization, "
+              << orig["LayerNormalization"] << " LayerNormalization, " << orig["Add"] << " Add; fold "
+              << fold["SkipSimplifiedLayerNormalization"] << " SkipSimplifiedLayerNormalization, "
+              << fold["SimplifiedLayerNormalization"] << " SimplifiedLayerNormalization, " << fold["Add"]
+              << " Add (" << bias_adds << " norm bias Adds, " << kept_bias << " biases kept)\n";
+    EXPECT_EQ(fold["SkipSimplifiedLayerNormalization"] + fold["SimplifiedLayerNormalization"], folded) << e.model;
+    EXPECT_EQ(fold["LayerNormalization"] + fold["SkipLayerNormalization"], unfolded_lns) << e.model;
+    EXPECT_GE(fold["SkipSimplifiedLayerNormalization"] + fold["SkipLayerNormalization"],
+              orig["SkipLayerNormalization"]) << e.model;
+    EXPECT_EQ(bias_adds, kept_bias) << e.model;
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
 }
 
 TEST(OrtExports, AreFound) { EXPECT_GE(exports().size(), 11u); }

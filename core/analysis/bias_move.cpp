@@ -1,0 +1,170 @@
+// plan_bias_moves (fold_plan.h, docs/spec/semantics.md "Moving the bias"): which folded
+// norms can hand their bias to their readers. For y = RMSNorm(x)·γ + β read only by
+// producers R(y) = y·W + b (through reshapes and transposes that keep the feature axis
+// last), R(y) = R(y − β) + β·W for every reader, so the norm writes no bias and each
+// reader adds β·W, which a runtime keeps in the bias it adds anyway.
+#include <algorithm>
+#include <set>
+
+#include "core/analysis/fold_plan.h"
+#include "core/error.h"
+
+namespace lnv {
+namespace {
+
+std::string quote(const std::string& s) { return "`" + s + "`"; }
+
+std::string described(const Node& n) { return quote(n.name) + " (" + std::string(op_name(n.op)) + ")"; }
+
+class BiasMovePlanner {
+ public:
+  explicit BiasMovePlanner(const Graph& g) : g_(g) {
+    for (const ValueRef& r : g.output_refs)
+      if (r.kind == ValueRef::Kind::node) outputs_.insert(r.index);
+  }
+
+  BiasMove judge(int32_t norm, const FoldPlan& plan) const {
+    const Node& n = g_.nodes[norm];
+    BiasMove m;
+    if (n.bias.empty()) return m;
+    const Shape& xs = g_.node_shapes[norm];
+    const Axes axes = normalize_axes(n.axes, int64_t(xs.size()), n.name);
+    if (axes.size() != 1 || axes[0] != int64_t(xs.size()) - 1) {
+      m.kept = "it normalizes axes other than the last alone, where no reader's weight meets its bias";
+      return m;
+    }
+    if (g_.shape_of(n.bias) != Shape{xs.back()}) {
+      m.kept = "its bias " + quote(n.bias) + " is not a vector over the normalized axis";
+      return m;
+    }
+    for (const CenterTerm& t : plan.center)
+      if (t.kind == CenterTerm::Kind::param && t.node == n.name && t.slot == "bias") {
+        m.kept = "its bias is a term the fold centers";
+        return m;
+      }
+    if (!follow(norm, int64_t(xs.size()) - 1, xs.back(), m.readers, m.kept)) {
+      m.readers.clear();
+      return m;
+    }
+    for (const std::string& r : m.readers)
+      for (const std::string& name : {moved_bias_own(r), moved_bias_image(r), moved_bias_image(r) + ".row"})
+        if (g_.has(name)) {
+          m.kept = "the name " + quote(name) + " the moved bias needs is taken";
+          m.readers.clear();
+          return m;
+        }
+    m.moves = true;
+    return m;
+  }
+
+ private:
+  const Graph& g_;
+  std::set<int32_t> outputs_;
+
+  // Whether producer `r` adds a bias anyway: a linear's own, or an add of a param vector
+  // over its features that alone reads it (ONNX's MatMul + Add).
+  bool adds_bias(int32_t r) const {
+    const Node& n = g_.nodes[r];
+    if (n.op == Op::linear && !n.bias.empty()) return true;
+    if (outputs_.count(r) || g_.consumers[r].size() != 1) return false;
+    const int32_t a = g_.consumers[r][0];
+    if (g_.nodes[a].op != Op::add) return false;
+    for (const ValueRef& in : g_.node_inputs[a])
+      if (in.kind == ValueRef::Kind::param && g_.params[in.index].shape == Shape{g_.node_shapes[r].back()})
+        return true;
+    return false;
+  }
+
+  // Producer `r` can take the bias of a norm over `features`: it adds a bias anyway, or a
+  // new one over its outputs costs no more than the norm's over its features (a tied LM
+  // head over a vocabulary wider than the model keeps the norm's bias: the new pass would
+  // be the wider one).
+  bool takes_bias(int32_t r, int64_t features, std::string& why) const {
+    if (adds_bias(r)) return true;
+    const int64_t out = g_.node_shapes[r].back();
+    if (out <= features) return true;
+    why = described(g_.nodes[r]) + " adds no bias of its own, and a new one over its " +
+          std::to_string(out) + " output features costs more than the norm's over " +
+          std::to_string(features);
+    return false;
+  }
+
+  // Every reader of node `v` (the feature axis at `axis` of its output) takes the bias:
+  // adds the producers to `readers`; false with `why` set at the first that cannot.
+  bool follow(int32_t v, int64_t axis, int64_t features, std::vector<std::string>& readers,
+              std::string& why) const {
+    if (outputs_.count(v)) {
+      why = quote(g_.nodes[v].name) + ", which carries its bias, is a graph output";
+      return false;
+    }
+    std::set<int32_t> seen;
+    for (int32_t c : g_.consumers[v]) {
+      if (!seen.insert(c).second) continue;
+      const Node& r = g_.nodes[c];
+      const auto& ins = g_.node_inputs[c];
+      std::vector<size_t> slots;
+      for (size_t k = 0; k < ins.size(); ++k)
+        if (ins[k].kind == ValueRef::Kind::node && ins[k].index == v) slots.push_back(k);
+      const int64_t last = int64_t(g_.node_shapes[v].size()) - 1;
+      const bool feature_last = slots == std::vector<size_t>{0} && axis == last;
+      const bool producer = feature_last && (r.op == Op::linear ||
+                                             (r.op == Op::matmul && ins[1].kind == ValueRef::Kind::param &&
+                                              g_.params[ins[1].index].shape.size() == 2));
+      if (producer) {
+        if (!takes_bias(c, features, why)) return false;
+        readers.push_back(r.name);
+        continue;
+      }
+      if (r.op == Op::reshape && axis == last && !g_.node_shapes[c].empty() &&
+          g_.node_shapes[c].back() == g_.node_shapes[v].back()) {
+        // The last axis keeps its length: every row of features stays a row.
+        if (!follow(c, int64_t(g_.node_shapes[c].size()) - 1, features, readers, why)) return false;
+        continue;
+      }
+      if (r.op == Op::transpose) {
+        const int64_t rank = int64_t(r.perm.size());
+        int64_t to = -1;
+        for (int64_t p = 0; p < rank; ++p)
+          if ((r.perm[p] + rank) % rank == axis) to = p;
+        if (to >= 0) {
+          if (!follow(c, to, features, readers, why)) return false;
+          continue;
+        }
+      }
+      why = described(r) + " reads " + quote(g_.nodes[v].name) +
+            ": the bias moves only into a linear or a matmul with a 2-D param weight that "
+            "contracts the feature axis";
+      return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+void plan_bias_moves(const Graph& g, FoldPlan& plan) {
+  const BiasMovePlanner planner(g);
+  const std::set<std::string> folded(plan.fold.begin(), plan.fold.end());
+  for (LnVerdict& v : plan.layer_norms) {
+    v.bias = {};
+    if (!folded.count(v.name) || !g.has(v.name) || g.ref(v.name).kind != ValueRef::Kind::node)
+      continue;  // not folded, or the norm inside an rnn (its bias stays inside)
+    const int32_t i = g.ref(v.name).index;
+    if (g.nodes[i].op != Op::layer_norm) continue;
+    v.bias = planner.judge(i, plan);
+  }
+}
+
+std::string moved_bias_own(const std::string& reader) { return reader + ".own"; }
+std::string moved_bias_image(const std::string& reader) { return reader + ".moved_bias"; }
+
+std::vector<std::string> moved_bias_readers(const Graph& folded) {
+  std::vector<std::string> out;
+  for (const Node& n : folded.nodes)
+    if (n.op == Op::add && n.inputs.size() == 2 && n.inputs[0] == moved_bias_own(n.name) &&
+        n.inputs[1] == moved_bias_image(n.name))
+      out.push_back(n.name);
+  return out;
+}
+
+}  // namespace lnv
