@@ -389,6 +389,8 @@ TEST(OrtOptimized, FoldStaysFusedAndAgreesWithTheSource) {
   }
   EXPECT_EQ(files, 16);
   EXPECT_GE(skip_norms, 2) << "no SkipLayerNormalization was folded";
+}
+
 // The op types of the graph ONNX Runtime runs for `model` (its optimized graph), counted.
 std::map<std::string, int> ort_ops(const fs::path& model, const fs::path& input, const fs::path& dir) {
   const fs::path opt = dir / (model.stem().string() + ".optimized.onnx");
