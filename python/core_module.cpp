@@ -135,6 +135,13 @@ py::list plan_centering(const Graph& g, const lnv::FoldPlan& plan) {
       out.append(centering_entry(t.param, axes, t.remove, t.node, t.slot, "param"));
       continue;
     }
+    if (n.op == lnv::Op::mul) {  // a LayerScale: γ moves into its producer's weights
+      const auto& in = n.inputs;
+      const std::string gamma = g.has(in.at(0)) && g.ref(in.at(0)).kind == lnv::ValueRef::Kind::param
+                                    ? in.at(0) : in.at(1);
+      out.append(centering_entry(gamma, {}, false, n.name, "", "layer_scale"));
+      continue;
+    }
     if (n.op == lnv::Op::matmul) {
       const lnv::MatmulCentering mc = lnv::cbwc_matmul_operand(g, idx);
       out.append(centering_entry(n.inputs.at(static_cast<size_t>(mc.operand)), {mc.axis}, false,

@@ -210,20 +210,32 @@ struct Engine::Impl {
 
   // --- params ---
 
-  // The param's value with center_axes applied.
+  // `t` (param p's values) times p's LayerScale factor along its scale_axis, if any
+  // (Param::scale, core/graph.h).
+  static at::Tensor scaled(const Param& p, const at::Tensor& t) {
+    if (p.scale.empty()) return t;
+    std::vector<int64_t> dims(p.shape.size(), 1);
+    dims[size_t(p.scale_axis)] = int64_t(p.scale.size());
+    const at::Tensor gamma = from_doubles({int64_t(p.scale.size())}, p.scale, at::kDouble)
+                                 .to(t.scalar_type())
+                                 .reshape(at::IntArrayRef(dims));
+    return t * gamma;
+  }
+
+  // The param's value, scaled and with center_axes applied.
   at::Tensor effective(int k) {
     const Param& p = g->params[k];
     if (grad) {
-      const at::Tensor& t = leaves[k];
+      const at::Tensor t = scaled(p, leaves[k]);
       return p.center_axes.empty() ? t : centered(t, p.center_axes);
     }
     at::Tensor& c = effective_cache[k];
     if (!c.defined()) {
-      if (p.center_axes.empty()) {
+      if (p.center_axes.empty() && p.scale.empty()) {
         c = stored[k];
       } else {
-        const at::Tensor d = param_doubles(p);
-        c = centered(d, p.center_axes).to(dt).contiguous();
+        const at::Tensor d = scaled(p, param_doubles(p));
+        c = (p.center_axes.empty() ? d : centered(d, p.center_axes)).to(dt).contiguous();
       }
     }
     return c;
@@ -249,7 +261,7 @@ struct Engine::Impl {
     at::Tensor& c = read_cache[{i, key}];
     if (!c.defined()) {
       const Param& p = g->params[k];
-      at::Tensor d = param_doubles(p);
+      at::Tensor d = scaled(p, param_doubles(p));
       if (!p.center_axes.empty()) d = centered(d, p.center_axes);
       c = centered(d, {axis}).to(dt).contiguous();
     }

@@ -513,6 +513,12 @@ class _Plan:
         for e in report._audit.centering():
             gp_new = e["param"]
             gp = by_new.get(gp_new, gp_new)
+            if e["term"] == "layer_scale":
+                self.problems.append(
+                    f"{report.module_name}: the fold moves the LayerScale factor '{gp_new}' into "
+                    f"the weights of the layer before it, which lnverify.torch.fold does not "
+                    f"write; fold the module's ONNX export with `lnverify fold` instead")
+                continue
             src = names.param_source.get(gp)
             if src is None:
                 # a constant the module does not hold: fine when centering leaves it as it is
