@@ -50,7 +50,7 @@ while (($#)); do
         echo "setup: --only takes one of: packages, blas, ort, build (got '${only}')" >&2; exit 2 ;;
       esac
       shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup: unknown option '$1' (see: bash scripts/setup.sh --help)" >&2; exit 2 ;;
   esac
   shift
