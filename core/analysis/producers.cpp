@@ -14,25 +14,9 @@ bool is_param(const Graph& g, int32_t n, int k) {
   return g.node_inputs[n][k].kind == ValueRef::Kind::param;
 }
 
-// The axis of a plain producer's output holding its features, -1 for other nodes.
-int64_t plain_feature_axis(const Graph& g, int32_t n) {
-  const int64_t R = int64_t(g.node_shapes[n].size());
-  switch (g.nodes[n].op) {
-    case Op::linear:
-    case Op::embedding:
-    case Op::attention:
-      return R - 1;
-    case Op::conv1d:
-    case Op::conv2d:
-      return 1;
-    case Op::matmul:
-      if (is_param(g, n, 1)) return R - 1;
-      if (is_param(g, n, 0)) return R - 2;
-      return -1;
-    default:
-      return -1;
-  }
-}
+// The axis of a plain producer's output holding its features, -1 for other nodes
+// (core/analysis/producers.h, producer_feature_axis).
+int64_t plain_feature_axis(const Graph& g, int32_t n);
 
 bool is_graph_output(const Graph& g, int32_t n) {
   return std::find(g.output_refs.begin(), g.output_refs.end(),
@@ -140,11 +124,18 @@ std::optional<LayerScale> layer_scale_of(const Graph& g, int32_t n) {
 }
 
 int64_t producer_feature_axis(const Graph& g, int32_t n) {
+  if (g.nodes[n].op == Op::mul) {
+    const auto ls = layer_scale_of(g, n);
+    return ls ? ls->feature : -1;
+  }
+  return plain_feature_axis(g, n);
+}
+
+namespace {
+
+int64_t plain_feature_axis(const Graph& g, int32_t n) {
   const int64_t R = int64_t(g.node_shapes[n].size());
   switch (g.nodes[n].op) {
-    case Op::mul:
-      if (const auto ls = layer_scale_of(g, n)) return ls->feature;
-      return -1;
     case Op::linear:
     case Op::embedding:
     case Op::attention:
@@ -157,6 +148,7 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
       if (is_param(g, n, 0)) return R - 2;
       return -1;
     case Op::rnn:
+    case Op::mul:
     case Op::add:
     case Op::sub:
     case Op::div:
@@ -193,6 +185,8 @@ int64_t producer_feature_axis(const Graph& g, int32_t n) {
   }
   return -1;
 }
+
+}  // namespace
 
 bool centering_zeroes_features(const Graph& g, int32_t n) {
   const Node& node = g.nodes[n];
