@@ -13,38 +13,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 import lnverify.torch as lt
-
-
-class Block(nn.Module):
-    def __init__(self, d, heads, p):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, dropout=p, batch_first=True)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Dropout(p), nn.Linear(4 * d, d))
-
-    def forward(self, x, mask):
-        y = self.ln_1(x)
-        x = x + self.attn(y, y, y, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln_2(x))
-
-
-class TinyLM(nn.Module):
-    def __init__(self, vocab=32, d=32, heads=4, layers=2, seq=16, p=0.1):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Parameter(torch.randn(seq, d) * 0.1)
-        self.h = nn.ModuleList([Block(d, heads, p) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.wte.weight  # tied
-        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe
-        for b in self.h:
-            x = b(x, self.mask)
-        return self.head(self.ln_f(x))
+from lnverify.models import GPT2
 
 
 def batches(steps, vocab=32, seq=16, batch=8):
@@ -78,7 +47,7 @@ def main():
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="adam")
     args = ap.parse_args()
     torch.manual_seed(0)
-    model = TinyLM().double()
+    model = GPT2(vocab=32, d=32, heads=4, layers=2, seq=16, p=0.1).double()  # tied head
     example = next(batches(1))[0]
     print(lt.audit(model, example, mode="training"))
     folded = lt.fold(model, example, mode="training")  # RMSNorm + CBWC parametrizations

@@ -14,49 +14,15 @@ import sys
 import time
 
 import torch
-from torch import nn
 
 from . import torch as lt
-
-
-class _Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x, mask):
-        y = self.ln_1(x)
-        x = x + self.attn(y, y, y, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT2(nn.Module):
-    """A GPT-2-shaped causal LM with a tied head."""
-
-    def __init__(self, vocab, d, heads, layers, seq):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Parameter(torch.randn(seq, d) * 0.02)
-        self.h = nn.ModuleList([_Block(d, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.wte.weight
-        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe
-        for b in self.h:
-            x = b(x, self.mask)
-        return self.head(self.ln_f(x))
+from .models import GPT2
 
 
 def _model(args):
     torch.manual_seed(0)
     if args.model == "gpt2":
-        m = GPT2(args.vocab, args.hidden, args.heads, args.layers, args.seq)
+        m = GPT2(args.vocab, args.hidden, args.heads, args.layers, args.seq, wpe_std=0.02)
         x = torch.randint(0, args.vocab, (args.batch, args.seq))
         return m, x
     from torchvision.models.vision_transformer import VisionTransformer

@@ -4,44 +4,12 @@ tied head, and a LayerScale block."""
 import torch
 from torch import nn
 
-
-class Block(nn.Module):
-    """A GPT-2 block: pre-norm attention (dropout on the attention weights) and MLP (dropout
-    on the hidden activations), both residual."""
-
-    def __init__(self, d, heads, p):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, dropout=p, batch_first=True)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Dropout(p), nn.Linear(4 * d, d))
-
-    def forward(self, x, mask):
-        y = self.ln_1(x)
-        x = x + self.attn(y, y, y, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln_2(x))
+from lnverify import models
 
 
-class GPT2(nn.Module):
-    """A GPT-2-shaped causal LM: token and position embeddings, pre-norm blocks, final
-    LayerNorm, and a head tied to the token embedding."""
-
-    def __init__(self, vocab=40, d=16, heads=2, layers=2, seq=8, p=0.1, tied=True):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Parameter(torch.randn(seq, d) * 0.1)
-        self.h = nn.ModuleList([Block(d, heads, p) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        if tied:
-            self.head.weight = self.wte.weight
-        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1))
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe
-        for b in self.h:
-            x = b(x, self.mask)
-        return self.head(self.ln_f(x))
+def GPT2(vocab=40, d=16, heads=2, layers=2, seq=8, p=0.1, tied=True):
+    """The package's GPT-2-shaped LM (lnverify.models) at the tests' size."""
+    return models.GPT2(vocab, d, heads, layers, seq, p=p, tied=tied)
 
 
 class LayerScaleBlock(nn.Module):
