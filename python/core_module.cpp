@@ -16,6 +16,7 @@
 
 #include "checkers/model_equivalence.h"
 #include "core/analysis/fold_plan.h"
+#include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/graph.h"
 #include "core/model_json.h"
@@ -108,22 +109,42 @@ py::array_t<double> param_values(const Graph& g, const std::string& name) {
 }
 
 // One param to center: `param` over `axes` of its own shape (normalized), or zeroed
-// (`remove`), for the use of it in `node` (`slot`: the attribute or "inputs/k").
+// (`remove`), for the use of it in `node` (`slot`: the attribute or "inputs/k"); `scale`:
+// the LayerScale γ multiplied into it along axes[0] before the centering ("" for none).
 py::dict centering_entry(const std::string& param, const lnv::Axes& axes, bool remove,
                          const std::string& node, const std::string& slot,
-                         const std::string& term) {
+                         const std::string& term, const std::string& scale = "") {
   py::dict d;
   d["param"] = param;
   d["axes"] = axes;
   d["remove"] = remove;
   d["node"] = node;
   d["slot"] = slot;
-  d["term"] = term;  // "producer" or "param"
+  d["term"] = term;  // "producer", "param" or "layer_scale" (γ itself, set to one)
+  d["scale"] = scale;
   return d;
 }
 
-// What the plan's terms center, param by param: a producer's weight and bias along its
-// output feature axis (cbwc_attr_axis, cbwc_matmul_operand), a param term over its axes.
+// A producer's weight (and bias) along its output feature axis (cbwc_attr_axis,
+// cbwc_matmul_operand), scaled first by `scale` where a LayerScale moves into it.
+void producer_centering(py::list& out, const Graph& g, int32_t idx, const std::string& scale) {
+  const lnv::Node& n = g.nodes[static_cast<size_t>(idx)];
+  if (n.op == lnv::Op::matmul) {
+    const lnv::MatmulCentering mc = lnv::cbwc_matmul_operand(g, idx);
+    out.append(centering_entry(n.inputs.at(static_cast<size_t>(mc.operand)), {mc.axis}, false,
+                               n.name, "inputs/" + std::to_string(mc.operand), "producer", scale));
+    return;
+  }
+  for (const auto& [attr, param] : n.param_attrs()) {
+    const int64_t axis = lnv::cbwc_attr_axis(n.op, attr);
+    if (axis >= 0 && !param.empty())
+      out.append(centering_entry(param, {axis}, false, n.name, attr, "producer", scale));
+  }
+}
+
+// What the plan's terms center, param by param: a producer's weight and bias, a param term
+// over its axes, and for a LayerScale γ ⊙ producer (docs/spec/semantics.md, "LayerScale")
+// γ itself (set to one) and the producer's weight and the chain's bias params, scaled by γ.
 py::list plan_centering(const Graph& g, const lnv::FoldPlan& plan) {
   py::list out;
   for (const auto& t : plan.center) {
@@ -135,24 +156,22 @@ py::list plan_centering(const Graph& g, const lnv::FoldPlan& plan) {
       out.append(centering_entry(t.param, axes, t.remove, t.node, t.slot, "param"));
       continue;
     }
-    if (n.op == lnv::Op::mul) {  // a LayerScale: γ moves into its producer's weights
-      const auto& in = n.inputs;
-      const std::string gamma = g.has(in.at(0)) && g.ref(in.at(0)).kind == lnv::ValueRef::Kind::param
-                                    ? in.at(0) : in.at(1);
+    if (n.op == lnv::Op::mul) {
+      const auto ls = lnv::analysis::layer_scale_of(g, idx);
+      if (!ls) throw lnv::ModelError(n.name, "the fold plan centers '" + n.name +
+                                                 "' (mul), which is not a LayerScale of a producer");
+      const std::string gamma = n.inputs.at(static_cast<size_t>(ls->gamma));
       out.append(centering_entry(gamma, {}, false, n.name, "", "layer_scale"));
+      producer_centering(out, g, ls->producer, gamma);
+      for (const auto& b : ls->biases) {
+        const lnv::Node& add = g.nodes[static_cast<size_t>(b.node)];
+        out.append(centering_entry(add.inputs.at(static_cast<size_t>(b.operand)), {b.axis}, false,
+                                   add.name, "inputs/" + std::to_string(b.operand), "producer",
+                                   gamma));
+      }
       continue;
     }
-    if (n.op == lnv::Op::matmul) {
-      const lnv::MatmulCentering mc = lnv::cbwc_matmul_operand(g, idx);
-      out.append(centering_entry(n.inputs.at(static_cast<size_t>(mc.operand)), {mc.axis}, false,
-                                 n.name, "inputs/" + std::to_string(mc.operand), "producer"));
-      continue;
-    }
-    for (const auto& [attr, param] : n.param_attrs()) {
-      const int64_t axis = lnv::cbwc_attr_axis(n.op, attr);
-      if (axis >= 0 && !param.empty())
-        out.append(centering_entry(param, {axis}, false, n.name, attr, "producer"));
-    }
+    producer_centering(out, g, idx, "");
   }
   return out;
 }

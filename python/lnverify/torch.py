@@ -18,7 +18,7 @@ from . import _core
 from ._core import ModelError
 
 __all__ = ["audit", "fold", "equiv", "AuditReport", "EquivReport", "RMSNorm", "Center",
-           "remove_parametrizations", "ExportError", "InputError", "NoLayerNormError", "FoldError"]
+           "ScaledCenter", "One", "remove_parametrizations", "ExportError", "InputError", "NoLayerNormError", "FoldError"]
 
 
 class ExportError(ModelError):
@@ -94,6 +94,43 @@ class Center(nn.Module):
 
     def extra_repr(self):
         return "zero" if self.zero else f"dims={self.dims}"
+
+
+class ScaledCenter(Center):
+    """CBWC of a producer that a LayerScale γ scaled (docs/spec/semantics.md, "LayerScale"):
+    the tensor multiplied by γ along `dim`, then centered over `dims`. γ is the LayerScale's
+    own parameter (read, not owned: it stays the trained parameter, and its gradient flows
+    through this product)."""
+
+    def __init__(self, dims, zero, gamma, dim):
+        super().__init__(dims, zero)
+        self.dim = dim
+        self._gamma = (gamma,)  # a tuple: not registered, so γ stays its own module's parameter
+
+    def forward(self, w):
+        return super().forward(w * _along(self._gamma[0], w.dim(), self.dim))
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, scaled along dim {self.dim}"
+
+
+class One(nn.Module):
+    """The parametrization of a LayerScale γ whose factor the fold moved into the producer
+    before it: γ reads as ones (the producer's ScaledCenter reads the trained γ)."""
+
+    def forward(self, g):
+        return torch.ones_like(g)
+
+
+def _along(gamma, rank, dim):
+    """γ (a scalar or one factor per index of `dim`) shaped to broadcast along `dim` of a
+    tensor of `rank` dims."""
+    g = gamma.reshape(-1)
+    if g.numel() == 1:
+        return g.reshape(())
+    shape = [1] * rank
+    shape[dim] = g.numel()
+    return g.reshape(shape)
 
 
 def _rms_norm_for(ln):
@@ -508,16 +545,14 @@ class _Plan:
                 self.unswapped.append(ln)
         # centering, per graph param: (dims, zero) and the uses (graph node names, new names)
         self.problems = []   # why the plan cannot be written into the module's tensors
+        self.gammas = {}     # LayerScale γ moved into its producer: graph name -> torch name
         self.center = {}  # (graph param, torch name) -> {"dims": set, "zero": bool}
         centered_uses = {}
         for e in report._audit.centering():
             gp_new = e["param"]
             gp = by_new.get(gp_new, gp_new)
             if e["term"] == "layer_scale":
-                self.problems.append(
-                    f"{report.module_name}: the fold moves the LayerScale factor '{gp_new}' into "
-                    f"the weights of the layer before it, which lnverify.torch.fold does not "
-                    f"write; fold the module's ONNX export with `lnverify fold` instead")
+                self._layer_scale(gp, gp_new, e["node"], by_new)
                 continue
             src = names.param_source.get(gp)
             if src is None:
@@ -532,18 +567,21 @@ class _Plan:
                 continue
             tname, perm = src
             dims = {perm[a] for a in e["axes"]}
-            entry = self.center.setdefault((gp, tname), {"dims": set(), "zero": False})
+            entry = self.center.setdefault((gp, tname), {"dims": set(), "zero": False, "scale": set()})
             entry["dims"] |= dims
             entry["zero"] = entry["zero"] or e["remove"]
+            if e["scale"]:
+                entry["scale"].add((e["scale"], perm[e["axes"][0]]))
             centered_uses.setdefault(gp, set()).add(by_new.get(e["node"], e["node"]))
         # per tensor: which aliases read it centered, which raw
         self.tensor_plan = {}  # id(tensor) -> {"tensor", "dims", "zero", "centered": set, "raw": set}
         for (gp, tname), c in self.center.items():
             t = names.tensors[tname]
             tp = self.tensor_plan.setdefault(id(t), {"tensor": t, "dims": set(), "zero": False,
-                                                      "centered": set(), "raw": set()})
+                                                      "scale": set(), "centered": set(), "raw": set()})
             tp["dims"] |= c["dims"]
             tp["zero"] = tp["zero"] or c["zero"]
+            tp["scale"] |= c["scale"]
         for gp, (tname, _) in names.param_source.items():
             t = names.tensors[tname]
             if id(t) not in self.tensor_plan:
@@ -556,6 +594,12 @@ class _Plan:
                 (tp["centered"] if u in cen else tp["raw"]).add(alias)
         self.notes = []
         for tp in self.tensor_plan.values():
+            if len(tp["scale"]) > 1:
+                self.problems.append(
+                    f"{report.module_name}: the fold scales {', '.join(sorted(tp['centered']))} by "
+                    f"more than one LayerScale factor or along more than one dim "
+                    f"({', '.join(sorted(g for g, _ in tp['scale']))}); one tensor cannot hold both")
+            tp["scale"] = next(iter(tp["scale"]), None)
             both = tp["centered"] & tp["raw"]
             if both:
                 tp["conflict"] = sorted(both)
@@ -566,6 +610,26 @@ class _Plan:
                     f"{', '.join(sorted(tp['raw']))} keeps the uncentered values (inference: an "
                     f"untied copy; training: the centering is a parametrization of "
                     f"{', '.join(sorted(tp['centered']))}, the tie stays)")
+
+    def _layer_scale(self, gp, gp_new, mul, by_new):
+        """γ of a LayerScale that the fold moves into its producer: set to one (inference) or
+        read as one (training); the producer's entries carry the scale."""
+        names, report = self.names, self.report
+        src = names.param_source.get(gp)
+        mul = by_new.get(mul, mul)
+        if src is None:
+            self.problems.append(f"{report.module_name}: the fold moves the LayerScale factor "
+                                 f"'{gp_new}' (ONNX '{gp}'), which is no parameter or buffer of "
+                                 f"the module, into the layer before it")
+            return
+        tname, _ = src
+        others = sorted(u for u in names.users.get(gp, []) if u != mul)
+        if others:
+            self.problems.append(f"{report.module_name}: the fold moves the LayerScale factor "
+                                 f"'{tname}' into the layer before it, but {', '.join(others)} "
+                                 f"also read(s) it")
+            return
+        self.gammas[gp_new] = tname
 
     def _alias_for(self, t, tname, use_node):
         """The attribute name under which the module of `use_node` reads tensor `t`."""
@@ -625,6 +689,7 @@ def fold(module, example_inputs, mode="inference"):
     _check_plan(plan)
     memo = {}
     new = copy.deepcopy(module, memo)
+    pending = []  # (tensor, its folded value): written after every value is computed
     _swap_norms(new, plan)  # the RMSNorms take the LayerNorms' Parameter objects
     for tp in plan.tensor_plan.values():
         t_new = memo.get(id(tp["tensor"]), None)
@@ -632,25 +697,46 @@ def fold(module, example_inputs, mode="inference"):
             raise FoldError(f"{report.module_name}: cannot find the copy of "
                             f"{', '.join(sorted(tp['centered']))}")
         dims, zero = tp["dims"], tp["zero"]
+        gamma, dim = None, None
+        if tp["scale"] is not None:
+            gname, dim = tp["scale"]
+            gamma = memo[id(plan.names.tensors[plan.gammas[gname]])]
         if mode == "inference":
+            with torch.no_grad():
+                value = _centered(t_new if gamma is None else t_new * _along(gamma, t_new.dim(), dim),
+                                  dims, zero)
             if not tp["raw"]:
-                with torch.no_grad():
-                    t_new.copy_(_centered(t_new, dims, zero))
+                pending.append((t_new, value))
             else:
                 for alias in sorted(tp["centered"]):
                     owner, attr = _owner(new, alias)
-                    value = _centered(t_new, dims, zero)
                     if isinstance(t_new, nn.Parameter):
-                        setattr(owner, attr, nn.Parameter(value, requires_grad=t_new.requires_grad))
+                        setattr(owner, attr, nn.Parameter(value.clone(), requires_grad=t_new.requires_grad))
                     else:
-                        owner.register_buffer(attr, value)
+                        owner.register_buffer(attr, value.clone())
         else:
             for alias in sorted(tp["centered"]):
                 owner, attr = _owner(new, alias)
                 if not isinstance(getattr(owner, attr), nn.Parameter):
                     raise FoldError(f"{report.module_name}: '{alias}' is a buffer; the training "
                                     f"fold centers parameters through parametrizations only")
-                parametrize.register_parametrization(owner, attr, Center(sorted(dims), zero))
+                if gamma is None:
+                    p = Center(sorted(dims), zero)
+                else:  # a buffer γ is a constant: its values, before it reads as one
+                    p = ScaledCenter(sorted(dims), zero, gamma if isinstance(gamma, nn.Parameter)
+                                     else gamma.detach().clone(), dim)
+                parametrize.register_parametrization(owner, attr, p)
+    # γ of each LayerScale moved into its producer: one, once every product is taken
+    for gname, tname in sorted(plan.gammas.items()):
+        owner, attr = _owner(new, tname)
+        if mode == "training" and isinstance(getattr(owner, attr), nn.Parameter):
+            parametrize.register_parametrization(owner, attr, One())
+        else:
+            with torch.no_grad():
+                getattr(owner, attr).fill_(1.0)
+    with torch.no_grad():
+        for t, value in pending:
+            t.copy_(value)
     return new
 
 
@@ -659,21 +745,25 @@ def remove_parametrizations(module):
     parametrization removed with leave_parametrized=True (the centered values become the
     parameters). A parameter that another module reads raw (a head tied to a centered
     embedding) is untied first: torch's remove_parametrizations writes the centered values
-    into the original tensor, which the tie would otherwise hand to the raw reader too."""
-    for m in list(module.modules()):
-        if not parametrize.is_parametrized(m):
-            continue
-        for name in list(m.parametrizations.keys()):
-            plist = m.parametrizations[name]
-            if not all(isinstance(f, Center) for f in plist):
+    into the original tensor, which the tie would otherwise hand to the raw reader too.
+    The centerings go first, then the One of each LayerScale γ: a ScaledCenter reads the
+    trained γ, which leave_parametrized turns into ones (with torch's own
+    remove_parametrizations, keep that order)."""
+    for kind in (Center, One):
+        for m in list(module.modules()):
+            if not parametrize.is_parametrized(m):
                 continue
-            original = plist.original
-            for alias, t in _named_tensors(module).items():
-                if t is original and ".parametrizations." not in alias:
-                    owner, attr = _owner(module, alias)
-                    setattr(owner, attr, nn.Parameter(original.detach().clone(),
-                                                      requires_grad=original.requires_grad))
-            parametrize.remove_parametrizations(m, name, leave_parametrized=True)
+            for name in list(m.parametrizations.keys()):
+                plist = m.parametrizations[name]
+                if not all(isinstance(f, kind) for f in plist):
+                    continue
+                original = plist.original
+                for alias, t in _named_tensors(module).items():
+                    if t is original and ".parametrizations." not in alias:
+                        owner, attr = _owner(module, alias)
+                        setattr(owner, attr, nn.Parameter(original.detach().clone(),
+                                                          requires_grad=original.requires_grad))
+                parametrize.remove_parametrizations(m, name, leave_parametrized=True)
     return module
 
 

@@ -109,16 +109,102 @@ def outputs(module, inputs):
     return out if isinstance(out, tuple) else (out,)
 
 
-def test_a_layer_scale_fold_is_refused_naming_the_factor():
-    module, inputs, _ = MODELS["layerscale"]()
+def test_a_layer_scale_fold_moves_gamma_into_the_linear_before_it():
+    module, inputs, fresh = MODELS["layerscale"]()
     report = lt.audit(module, inputs)
-    assert report.foldable("inference")  # the CLI folds it: γ moves into the producer
-    for mode in ("inference", "training"):
-        with pytest.raises(lt.FoldError, match="LayerScale factor 'gamma1'"):
-            lt.fold(module, inputs, mode=mode)
+    assert report.foldable("inference") == ["ln1", "ln2", "ln_f"]
+    folded = lt.fold(module, inputs)
+    # γ is one; the last Linear of each branch holds C·diag(γ)·W and C(γ ⊙ b)
+    for k in (1, 2):
+        gamma = getattr(module, f"gamma{k}")
+        lin, lin_f = getattr(module, f"mlp{k}")[2], getattr(folded, f"mlp{k}")[2]
+        assert torch.equal(getattr(folded, f"gamma{k}"), torch.ones_like(gamma))
+        w = gamma[:, None] * lin.weight
+        torch.testing.assert_close(lin_f.weight, w - w.mean(0, keepdim=True), rtol=0, atol=1e-15)
+        b = gamma * lin.bias
+        torch.testing.assert_close(lin_f.bias, b - b.mean(), rtol=0, atol=1e-15)
+    g = torch.Generator().manual_seed(5)
+    for x in (inputs, fresh(g)):
+        torch.testing.assert_close(folded(*x), module(*x), rtol=1e-12, atol=1e-12)
+    assert lt.equiv(module, folded, inputs, trials=1).outcome == "equal"
+    # γ moved without the centering: the producer's output is not centered, the fold wrong
+    broken = copy.deepcopy(folded)
+    with torch.no_grad():
+        broken.mlp1[2].bias.add_(0.5)
+    assert lt.equiv(module, broken, inputs, trials=1).outcome == "different"
 
 
-FOLDED_MODELS = [name for name in MODELS if name != "layerscale"]
+def test_a_layer_scale_training_fold_reads_gamma_through_the_producer():
+    module, inputs, _ = MODELS["layerscale"]()
+    folded = lt.fold(module, inputs, mode="training")
+    assert isinstance(folded.parametrizations.gamma1[0], lt.One)
+    (sc,) = folded.mlp1[2].parametrizations.weight
+    assert isinstance(sc, lt.ScaledCenter)
+    # the γ the producer reads is the trained parameter itself
+    assert sc._gamma[0] is folded.parametrizations.gamma1.original
+    names = {n for n, _ in folded.named_parameters()}
+    assert "parametrizations.gamma1.original" in names
+    x = inputs[0]
+    torch.testing.assert_close(folded(x), module(x), rtol=1e-12, atol=1e-12)
+    # the same gradients for γ, W and b: the function is the same for every γ, W, b
+    ga = torch.autograd.grad(module(x).pow(3).sum(), [module.gamma1, module.mlp1[2].weight])
+    gb = torch.autograd.grad(folded(x).pow(3).sum(), [folded.parametrizations.gamma1.original,
+                                                      folded.mlp1[2].parametrizations.weight.original])
+    for a, b in zip(ga, gb):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+    # lnverify's remove_parametrizations: the inference fold (centerings before the γs)
+    removed = lt.remove_parametrizations(folded)
+    inference = lt.fold(module, inputs)
+    for k, v in inference.state_dict().items():
+        torch.testing.assert_close(removed.state_dict()[k], v, rtol=0, atol=1e-15)
+
+
+def test_a_layer_scale_trains_like_the_original():
+    module, inputs, _ = MODELS["layerscale"]()
+    folded = lt.fold(module, inputs, mode="training")
+    orig = copy.deepcopy(module)
+    x = inputs[0]
+    target = torch.randn(module(x).shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    losses = []
+    for m in (orig, folded):
+        opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+        curve = []
+        for _ in range(20):
+            opt.zero_grad()
+            loss = (m(x) - target).pow(2).mean()
+            loss.backward()
+            opt.step()
+            curve.append(loss.item())
+        losses.append(curve)
+    assert losses[0][-1] < losses[0][0]
+    for a, b in zip(*losses):
+        assert abs(a - b) <= 1e-10 * abs(a), losses
+    torch.testing.assert_close(folded.parametrizations.gamma1.original, orig.gamma1, rtol=1e-9, atol=1e-12)
+
+
+def test_a_shared_layer_scale_factor_is_refused_naming_its_other_reader():
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+            self.ln1, self.ln2 = nn.LayerNorm(8), nn.LayerNorm(8)
+            self.fc = nn.Linear(8, 8)
+            self.gamma = nn.Parameter(torch.rand(8) + 0.5)
+
+        def forward(self, x):
+            x = self.proj(x)
+            x = x + self.gamma * self.fc(self.ln1(x))
+            return self.ln2(x) + self.gamma  # γ read a second time
+
+    torch.manual_seed(0)
+    module = Shared().double()
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    assert lt.audit(module, x).foldable() == ["ln1", "ln2"]
+    with pytest.raises(lt.FoldError, match="LayerScale factor 'gamma'.*also read"):
+        lt.fold(module, x)
+
+
+FOLDED_MODELS = list(MODELS)
 
 
 @pytest.mark.parametrize("name", FOLDED_MODELS)
