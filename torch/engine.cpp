@@ -141,6 +141,17 @@ struct Engine::Impl {
   std::vector<int32_t> norm_of_add;
   std::vector<at::Tensor> fused_norm_out;
 
+  // Moved biases (docs/spec/semantics.md, "Moving the bias"): the fold writes a reader R as
+  // add(R.own, R.moved_bias), R.moved_bias = W·β a value of params only. In gradient-free
+  // runs such an add whose first operand is a linear that nothing else reads takes that
+  // value into the linear's bias once (addmm with b + W·β): no pass over the output and no
+  // product W·β per run. Per add node: the linear absorbing it, or -1; per linear node: the
+  // absorbed add's constant operand (node) and the bias it then uses.
+  std::vector<int32_t> absorbed_by;
+  std::vector<int32_t> absorbed_constant;
+  std::vector<at::Tensor> absorbed_bias;
+  std::vector<char> skip_no_grad;  // nodes only the absorbed biases read: not run again
+
   Impl(const Graph& graph, EngineOptions o) : g(&graph), opt(o), dt(scalar_type(o.precision)) {
     LNV_INTERNAL_ASSERT(graph.finalized(), "the torch engine needs a finalized graph");
     // A deferred param's values are read here, one param at a time, and not kept.
@@ -157,6 +168,87 @@ struct Engine::Impl {
       timings.push_back({n.name, n.op, 0, 0, 0, 0.0});
     }
     plan_add_rms_norm_fusion();
+    plan_bias_absorption();
+  }
+
+  // Which adds the linears before them absorb (see absorbed_by), their biases computed now
+  // from the params (the param-only nodes evaluated once, in topological order).
+  void plan_bias_absorption() {
+    const Graph& graph = *g;
+    const size_t n = graph.nodes.size();
+    absorbed_by.assign(n, -1);
+    absorbed_constant.assign(n, -1);
+    absorbed_bias.assign(n, at::Tensor());
+    skip_no_grad.assign(n, 0);
+    std::vector<char> param_only(n, 0);
+    std::vector<int> readers(n, 0);
+    for (int32_t i : graph.order) {
+      const Node& node = graph.nodes[i];
+      bool only = !graph.node_inputs[i].empty() && node.op != Op::dropout && node.op != Op::opaque;
+      for (const ValueRef& r : graph.node_inputs[i]) {
+        if (r.kind == ValueRef::Kind::node) {
+          ++readers[r.index];
+          only = only && param_only[r.index];
+        } else if (r.kind != ValueRef::Kind::param) {
+          only = false;
+        }
+      }
+      param_only[i] = only;
+    }
+    for (const ValueRef& r : graph.output_refs)
+      if (r.kind == ValueRef::Kind::node) readers[r.index] += 1;
+    std::vector<int32_t> constants;
+    for (int32_t j : graph.order) {
+      if (graph.nodes[j].op != Op::add || graph.node_inputs[j].size() != 2) continue;
+      const ValueRef& own = graph.node_inputs[j][0];
+      const ValueRef& c = graph.node_inputs[j][1];
+      if (own.kind != ValueRef::Kind::node || c.kind != ValueRef::Kind::node) continue;
+      const int32_t l = own.index;
+      if (graph.nodes[l].op != Op::linear || readers[l] != 1 || !param_only[c.index] ||
+          param_only[l] || absorbed_constant[l] >= 0)
+        continue;
+      const Shape& ls = graph.node_shapes[l];
+      const Shape& cs = graph.node_shapes[c.index];
+      // The constant varies along the linear's output features only: [out] or [1, ..., out].
+      if (ls.empty() || cs.empty() || cs.back() != ls.back() || numel(cs) != ls.back() ||
+          graph.node_shapes[j] != ls)
+        continue;
+      absorbed_by[j] = l;
+      absorbed_constant[l] = c.index;
+      constants.push_back(c.index);
+    }
+    if (constants.empty()) return;
+    // Evaluate the param-only nodes the constants need, once.
+    c10::InferenceMode guard;
+    grad = false;
+    values.assign(n, at::Tensor());
+    std::vector<char> needed(n, 0);
+    for (int32_t c : constants) needed[c] = 1;
+    for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it)
+      if (needed[*it])
+        for (const ValueRef& r : graph.node_inputs[*it])
+          if (r.kind == ValueRef::Kind::node) needed[r.index] = 1;
+    for (int32_t i : graph.order)
+      if (needed[i]) values[i] = node(i);
+    for (size_t l = 0; l < n; ++l) {
+      if (absorbed_constant[l] < 0) continue;
+      const Node& lin = graph.nodes[l];
+      at::Tensor c = values[absorbed_constant[l]].reshape({-1});
+      const at::Tensor b = read(int32_t(l), "bias", lin.bias);
+      absorbed_bias[l] = (b.defined() ? b + c : c).contiguous();
+    }
+    // A param-only node read by nothing but absorbed constants (and such nodes) is skipped.
+    std::vector<int> live_readers = readers;
+    for (size_t j = 0; j < n; ++j)
+      if (absorbed_by[j] >= 0) --live_readers[graph.node_inputs[j][1].index];
+    for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
+      const int32_t i = *it;
+      if (!param_only[i] || live_readers[i] > 0) continue;
+      skip_no_grad[i] = 1;
+      for (const ValueRef& r : graph.node_inputs[i])
+        if (r.kind == ValueRef::Kind::node) --live_readers[r.index];
+    }
+    values.assign(n, at::Tensor());
   }
 
   void plan_add_rms_norm_fusion() {
@@ -284,7 +376,8 @@ struct Engine::Impl {
   void forward_all() {
     values.assign(g->nodes.size(), at::Tensor());
     for (at::Tensor& t : fused_norm_out) t = at::Tensor();
-    for (int32_t i : g->order) values[i] = node(i);
+    for (int32_t i : g->order)
+      if (grad || !skip_no_grad[i]) values[i] = node(i);
     outputs.clear();
     for (const ValueRef& r : g->output_refs) outputs.push_back(value(r));
   }
@@ -458,7 +551,9 @@ struct Engine::Impl {
     const int64_t rank0 = static_cast<int64_t>(g->shape_of(g->node_inputs[i][0]).size());
     auto axes = [&]() { return normalize_axes(n.axes, rank0, where_of(n) + "/axes"); };
     switch (n.op) {
-      case Op::linear: return linear(i, in(i, 0), read(i, "weight", n.weight), read(i, "bias", n.bias));
+      case Op::linear:
+        return linear(i, in(i, 0), read(i, "weight", n.weight),
+                      !grad && absorbed_bias[i].defined() ? absorbed_bias[i] : read(i, "bias", n.bias));
       case Op::matmul: {
         const auto [operand, axis] =
             n.cbwc ? cbwc_matmul_operand(*g, i) : MatmulCentering{};
@@ -479,7 +574,9 @@ struct Engine::Impl {
       }
       case Op::rnn: return rnn(i, in(i, 0));
       case Op::attention: return attention(i, in(i, 0));
-      case Op::add: return add(i);
+      case Op::add:
+        if (!grad && absorbed_by[i] >= 0) return values[absorbed_by[i]];
+        return add(i);
       case Op::sub: return at::sub(in(i, 0), in(i, 1));
       case Op::mul: return at::mul(in(i, 0), in(i, 1));
       case Op::div: return at::div(in(i, 0), in(i, 1));
@@ -582,6 +679,10 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
 const Graph& Engine::graph() const { return *impl_->g; }
+size_t Engine::absorbed_biases() const {
+  return static_cast<size_t>(std::count_if(impl_->absorbed_by.begin(), impl_->absorbed_by.end(),
+                                           [](int32_t l) { return l >= 0; }));
+}
 Precision Engine::precision() const { return impl_->opt.precision; }
 
 std::vector<Tensor<double>> Engine::forward(const std::vector<Tensor<double>>& inputs,

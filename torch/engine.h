@@ -86,6 +86,10 @@ class Engine {
   void run(const RunOptions& run);
   Tensor<double> output(size_t k) const;  // of the last run
 
+  // The adds of a moved bias (add(R.own, R.moved_bias), a value of params only) that
+  // gradient-free runs take into the bias of the linear R.own before them, computed once.
+  size_t absorbed_biases() const;
+
   // Per-node norm timing (adds a clock read around each norm call while on).
   void set_norm_timing(bool on);
   std::vector<NormTiming> norm_timings() const;  // norm nodes in topological order

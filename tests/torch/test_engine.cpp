@@ -323,6 +323,27 @@ TEST(TorchEngine, Float32FusedAndComposedRmsNormAgreeWithFloat64) {
   EXPECT_GT(rel_diff(ref[0], fused[0]), 0.0);  // really ran in float32
 }
 
+TEST(TorchEngine, TakesEachMovedBiasIntoTheLinearBeforeIt) {
+  zoo::ArchOptions text;
+  text.layers = 2, text.hidden = 8, text.heads = 2, text.seq = 4, text.vocab = 11, text.batch = 2;
+  const Graph g = zoo::build_architecture("gpt2", text);
+  const Graph folded = apply_fold(g, detect_foldable(g, Mode::inference));
+  size_t linear_readers = 0;
+  for (const std::string& r : moved_bias_readers(folded))
+    if (folded.nodes[folded.node_index(moved_bias_own(r))].op == Op::linear) ++linear_readers;
+  ASSERT_GT(linear_readers, 0u);
+  Engine e(folded, {Precision::f64});
+  EXPECT_EQ(e.absorbed_biases(), linear_readers);
+  // the same outputs as the exact evaluator, run after run (the biases are computed once)
+  const auto inputs = eval::random_inputs<double>(folded, 3);
+  const auto ref = eval::evaluate(folded, eval::random_inputs<double>(folded, 3), {Mode::inference, 3});
+  for (int run = 0; run < 2; ++run) {
+    const auto out = e.forward(inputs, {Mode::inference, 3});
+    for (size_t k = 0; k < out.size(); ++k) EXPECT_LE(rel_diff(ref.outputs[k], out[k]), 1e-12) << run;
+  }
+  EXPECT_EQ(Engine(g, {Precision::f64}).absorbed_biases(), 0u);  // nothing moved
+}
+
 TEST(TorchEngine, ReusedBuffersDoNotLeakBetweenRuns) {
   const Graph g = rms_model();
   Engine e(g, {Precision::f32});
