@@ -31,6 +31,8 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/terminal.h"
 #include "cli/model_input.h"
