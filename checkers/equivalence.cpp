@@ -29,6 +29,10 @@ Detector real_detector() {
   return [](const Graph& g, Mode m) { return detect_foldable(g, m); };
 }
 
+Detector detected(const FoldPlan& plan) {
+  return [&plan](const Graph& g, Mode m) { return m == plan.mode ? plan : detect_foldable(g, m); };
+}
+
 double rounding_bound(const Graph& g, unsigned bits, double scale) {
   double ops = 1.0, log2_amplification = 0.0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {

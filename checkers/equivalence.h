@@ -82,6 +82,9 @@ struct CheckOptions {
 // The analysis under test: detect_foldable, or a deliberately wrong variant (tests).
 using Detector = std::function<FoldPlan(const Graph&, Mode)>;
 Detector real_detector();
+// detect_foldable for the graph `plan` was detected on, which is not detected again: the
+// plan itself in its mode, detect_foldable in the other. `plan` must outlive the detector.
+Detector detected(const FoldPlan& plan);
 
 report::CheckReport check_model(const Graph& g, const CheckOptions& opt,
                                 const Detector& detect = real_detector());

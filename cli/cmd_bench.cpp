@@ -22,6 +22,7 @@
 #include "core/file_io.h"
 #include "core/model_json.h"
 #include "generators/architectures.h"
+#include "reports/bench_report.h"
 #include "reports/html_report.h"
 #include "torch/blas_info.h"
 #include "torch/kernel_bench.h"
@@ -131,19 +132,10 @@ int run_bench(const Options& st) {
   const BlasInfo blas = detect_blas();
   std::cout << describe(blas) << "\n";
   std::cerr << blas_warning(blas);
-  std::cout << "threads: " << threads << " (ATen intra-op and OpenMP; LibTorch's default "
-            << "here: " << default_threads << "), clock: " << st.clock << "\n\n";
-
-  nlohmann::json report = {{"format", "lnverify.bench"},
-                           {"version", 1},
-                           {"blas",
-                            {{"kind", blas_kind_name(blas.kind)},
-                             {"library", blas.library_path},
-                             {"loaded_as", blas.loaded_as},
-                             {"config", blas.config},
-                             {"blas_threads", blas.blas_threads}}},
-                           {"threads", threads},
-                           {"clock", st.clock}};
+  const report::BenchSetup setup{blas_kind_name(blas.kind), blas.library_path, blas.loaded_as,
+                                 blas.config, blas.blas_threads, threads, default_threads, st.clock};
+  std::cout << report::bench_threads_line(setup) << "\n\n";
+  nlohmann::json report = report::bench_json(setup);
 
   if (!st.skip_kernels) {
     KernelBenchOptions ko;
@@ -158,7 +150,6 @@ int run_bench(const Options& st) {
     report["kernels"] = table;
   }
 
-  report["models"] = nlohmann::json::array();
   for (const Graph& g : models) {
     ModelBenchOptions mo;
     mo.repeats = st.repeats;

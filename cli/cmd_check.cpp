@@ -219,7 +219,9 @@ Action setup(CLI::App& sub) {
     st->opt.model_name = st->model;
     Progress progress("check", "checks");
     st->opt.progress = progress.callback();
-    const report::CheckReport rep = check::check_model(g, st->opt);
+    // The plan is detected once: the check proves it and the HTML and DOT outputs draw it.
+    const FoldPlan plan = detect_foldable(g, st->opt.mode);
+    const report::CheckReport rep = check::check_model(g, st->opt, check::detected(plan));
     progress.clear();
     if (st->format == "markdown")
       std::cout << report::to_markdown(rep);
@@ -229,7 +231,6 @@ Action setup(CLI::App& sub) {
       std::cout << report::to_text(rep, {stdout_paint(), verbose()});
     if (!st->json.empty()) write_file_atomically(st->json, nlohmann::json(rep).dump(2) + "\n");
     if (!st->junit.empty()) write_file_atomically(st->junit, report::junit_xml({report::check_junit(rep)}));
-    const FoldPlan plan = detect_foldable(g, st->opt.mode);
     write_report_outputs(st->reports, &g, &plan, "lnverify check: " + g.name,
                          {report::html_check_section(rep)});
     switch (rep.outcome()) {

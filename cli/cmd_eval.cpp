@@ -3,9 +3,7 @@
 // evaluator (MPFR at N bits, default 256; `--bits 53` runs in double) and prints each
 // output's shape, leading values and L2 norm; with --grad also the loss of
 // docs/spec/format.md and the L2 norm of its gradient for every param and float input.
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +14,7 @@
 #include "core/eval/evaluator.h"
 #include "core/file_io.h"
 #include "core/model_json.h"
+#include "reports/eval_report.h"
 
 namespace lnv::cli {
 namespace {
@@ -28,74 +27,42 @@ struct Options {
   bool grad = false;
 };
 
-constexpr int kLeading = 4;  // values printed per output
-
 template <class T>
-double l2_norm(const Tensor<T>& t) {
+report::EvalTensor eval_tensor(const std::string& name, const Tensor<T>& t) {
   using std::sqrt;
+  report::EvalTensor out{name, t.shape, {}, 0};
   T s(0);
-  for (const T& v : t.data) s += v * v;
-  return static_cast<double>(T(sqrt(s)));
-}
-
-template <class T>
-nlohmann::json tensor_json(const Tensor<T>& t) {
-  nlohmann::json data = nlohmann::json::array();
-  for (const T& v : t.data) data.push_back(static_cast<double>(v));
-  return {{"shape", t.shape}, {"data", std::move(data)}};
-}
-
-template <class T>
-std::string leading(const Tensor<T>& t) {
-  std::ostringstream os;
-  os << std::setprecision(10);
-  for (int64_t i = 0; i < std::min<int64_t>(kLeading, t.size()); ++i)
-    os << (i ? ", " : "") << static_cast<double>(t.data[i]);
-  if (t.size() > kLeading) os << ", ...";
-  return os.str();
+  for (const T& v : t.data) {
+    out.data.push_back(static_cast<double>(v));
+    s += v * v;
+  }
+  out.l2_norm = static_cast<double>(T(sqrt(s)));
+  return out;
 }
 
 template <class T>
 int run(const Graph& g, const Options& opt, const std::string& precision) {
   const eval::RunOptions ro{opt.mode == "training" ? Mode::training : Mode::inference, opt.seed};
   const eval::Evaluation<T> ev = eval::evaluate(g, eval::random_inputs<T>(g, opt.seed), ro);
-
-  std::cout << "model '" << g.name << "': " << g.inputs.size() << " inputs, " << g.params.size()
-            << " params, " << g.nodes.size() << " nodes; " << opt.mode << " mode, seed "
-            << opt.seed << ", " << precision << "\n";
-  nlohmann::json out = {{"format", "lnverify.eval"}, {"version", 1},  {"model", g.name},
-                        {"mode", opt.mode},         {"seed", opt.seed}, {"bits", opt.bits},
-                        {"precision", precision}};
-  nlohmann::json outputs = nlohmann::json::object();
-  std::cout << std::setprecision(10);
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    const Tensor<T>& o = ev.outputs[k];
-    std::cout << "output " << g.outputs[k] << " " << to_string(o.shape) << ": " << leading(o)
-              << "  (L2 norm " << l2_norm(o) << ")\n";
-    outputs[g.outputs[k]] = tensor_json(o);
-  }
-  out["outputs"] = std::move(outputs);
+  report::EvalReport rep{g.name, opt.mode, precision, opt.seed, opt.bits,
+                         g.inputs.size(), g.params.size(), g.nodes.size()};
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    rep.outputs.push_back(eval_tensor(g.outputs[k], ev.outputs[k]));
+  std::cout << report::eval_outputs_text(rep);
 
   if (opt.grad) {
     const eval::Gradients<T> gr = eval::gradients(g, ev, ro);
-    std::cout << "loss " << static_cast<double>(gr.loss) << "\ngradient L2 norms:\n";
-    nlohmann::json params = nlohmann::json::object(), inputs = nlohmann::json::object();
-    for (size_t k = 0; k < g.params.size(); ++k) {
-      std::cout << "  param " << g.params[k].name << " " << to_string(g.params[k].shape) << ": "
-                << l2_norm(gr.params[k]) << "\n";
-      params[g.params[k].name] = tensor_json(gr.params[k]);
-    }
-    for (size_t k = 0; k < g.inputs.size(); ++k) {
-      if (g.inputs[k].dtype == DType::index) continue;
-      std::cout << "  input " << g.inputs[k].name << " " << to_string(g.inputs[k].shape)
-                << ": " << l2_norm(gr.inputs[k]) << "\n";
-      inputs[g.inputs[k].name] = tensor_json(gr.inputs[k]);
-    }
-    out["loss"] = static_cast<double>(gr.loss);
-    out["gradients"] = {{"params", std::move(params)}, {"inputs", std::move(inputs)}};
+    rep.has_gradients = true;
+    rep.loss = static_cast<double>(gr.loss);
+    for (size_t k = 0; k < g.params.size(); ++k)
+      rep.param_gradients.push_back(eval_tensor(g.params[k].name, gr.params[k]));
+    for (size_t k = 0; k < g.inputs.size(); ++k)
+      if (g.inputs[k].dtype != DType::index)
+        rep.input_gradients.push_back(eval_tensor(g.inputs[k].name, gr.inputs[k]));
+    std::cout << report::eval_gradients_text(rep);
   }
   if (!opt.json.empty()) {
-    write_file_atomically(opt.json, out.dump(2) + "\n");
+    write_file_atomically(opt.json, nlohmann::json(rep).dump(2) + "\n");
     std::cout << "wrote " << opt.json << "\n";
   }
   return kOk;

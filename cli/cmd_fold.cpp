@@ -31,6 +31,8 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/terminal.h"
 #include "cli/model_input.h"
@@ -81,6 +83,35 @@ bool is_onnx_output(const std::string& out) {
   return out.size() > 5 && out.compare(out.size() - 5, 5, ".onnx") == 0;
 }
 
+// The seconds of each step, printed to stderr with --timings.
+class Laps {
+ public:
+  void lap(const char* what) {
+    const auto t = Clock::now();
+    times_.emplace_back(what, std::chrono::duration<double>(t - t0_).count());
+    t0_ = t;
+  }
+  void print(bool timings) const {
+    if (!timings) return;
+    std::cerr << "timings:";
+    for (const auto& [what, sec] : times_) std::cerr << " " << what << " " << sec << " s";
+    std::cerr << "\n";
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0_ = Clock::now();
+  std::vector<std::pair<const char*, double>> times_;
+};
+
+// No output may name the input model or another output.
+void refuse_overwrites(const State& st) {
+  if (same_file(st.model, st.out))
+    throw ModelError(st.out, "refusing to overwrite the input model; choose another -o path");
+  if (!st.json.empty() && (same_file(st.json, st.model) || same_file(st.json, st.out)))
+    throw ModelError(st.json, "the report would overwrite a model file; choose another --json path");
+}
+
 // `fold MODEL.onnx -o FOLDED.onnx`: the original ONNX graph with the folded norms replaced
 // and the centered initializers rewritten (onnx/fold_writer.h).
 int fold_to_onnx(const State& st, Mode mode) {
@@ -92,26 +123,15 @@ int fold_to_onnx(const State& st, Mode mode) {
     throw ModelError(!st.weights.empty() ? "--weights" : st.inline_values ? "--inline" : "--weights-dtype",
                      "applies to a model.json output; an ONNX output keeps its weights as the "
                      "input does (docs/onnx.md, \"ONNX out\")");
-  if (same_file(st.model, st.out))
-    throw ModelError(st.out, "refusing to overwrite the input model; choose another -o path");
-  if (!st.json.empty() && (same_file(st.json, st.model) || same_file(st.json, st.out)))
-    throw ModelError(st.json, "the report would overwrite a model file; choose another --json path");
-  using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
-  std::vector<std::pair<const char*, double>> times;
-  auto lap = [&](const char* what) {
-    const auto t = Clock::now();
-    times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
-    t0 = t;
-  };
+  Laps laps;
   // The weights stay in the file: the writer reads each initializer it centers from
   // there, one at a time, and copies the others' bytes (or leaves them in external data).
   LoadOptions load;
   load.defer_values = true;
   Graph g = load_input(st.model, st.dims, load);
-  lap("load");
+  laps.lap("load");
   const FoldPlan plan = detect_foldable(g, mode);
-  lap("detect");
+  laps.lap("detect");
   // The writer reads where each centered value goes from the plan applied as in inference;
   // in training it computes those values in the graph instead of storing them.
   FoldPlan as_stored = plan;
@@ -133,14 +153,14 @@ int fold_to_onnx(const State& st, Mode mode) {
   const std::string summary = report::audit_summary(g, plan);
   const auto imported = onnx_import::imported_params(g);
   const Graph folded = apply_fold(std::move(g), as_stored);  // in place: no copy of the weights
-  lap("fold");
+  laps.lap("fold");
   onnx_import::FoldWriteSummary w;
   {
     StepProgress progress;  // erased before the summary is printed
     options.progress = progress.callback();
     w = onnx_import::write_folded_onnx(st.model, imported, folded, plan.fold, st.out, options);
   }
-  lap("write");
+  laps.lap("write");
   std::cout << summary << "\n"
             << "wrote " << st.out << ": " << w.norms << " LayerNorm" << (w.norms == 1 ? "" : "s")
             << " -> RMSNorm (" << (st.rms_op.empty() ? "decomposed" : st.rms_op) << "), ";
@@ -152,16 +172,102 @@ int fold_to_onnx(const State& st, Mode mode) {
               << " centered in place, " << w.centered_copies << " new\n";
   if (!w.side_file.empty()) std::cout << "data: " << w.side_file << "\n";
   for (const std::string& f : w.copied_files) std::cout << "copied: " << f << "\n";
-  if (st.timings) {
-    std::cerr << "timings:";
-    for (const auto& [what, sec] : times) std::cerr << " " << what << " " << sec << " s";
-    std::cerr << "\n";
-  }
+  laps.print(st.timings);
   return kOk;
 #else
   (void)mode;
   throw ModelError(st.out, "this lnverify was built without ONNX support (LNV_WITH_ONNX=OFF)");
 #endif
+}
+
+// An ONNX model's external data is read as it is imported: no output may replace it.
+void refuse_overwriting_external_data([[maybe_unused]] const State& st) {
+#ifdef LNV_HAVE_ONNX
+  if (!is_onnx_input(st.model)) return;
+  for (const auto& f : onnx_import::external_data_files(st.model))
+    for (const std::string* out : {&st.out, &st.json, &st.weights})
+      if (!out->empty() && same_file(*out, f.string()))
+        throw ModelError(*out, "refusing to overwrite the external data file " + f.string() +
+                                   " the input model reads; choose another path");
+#endif
+}
+
+// Where the weights of the model.json output go (see the file comment): the side file,
+// checked against every file the fold reads or writes, and its dtype.
+void choose_side_file(const State& st, const Graph& g, SaveOptions& options) {
+  bool side = !st.weights.empty();
+  for (const Param& p : g.params)
+    side = side || p.source == ParamSource::file || numel(p.shape) >= kLargeParam;
+  if (!side || st.inline_values) return;
+  const fs::path out_dir = fs::absolute(fs::path(st.out)).parent_path();
+  const fs::path file = st.weights.empty()
+                            ? out_dir / fs::path(st.out).filename().replace_extension(".safetensors")
+                            : fs::absolute(st.weights);
+  const std::string file_str = file.lexically_normal().string();
+  for (const Param& p : g.params)
+    if (p.source == ParamSource::file && same_file(param_file(g, p), file_str))
+      throw ModelError(file_str, "refusing to overwrite a weights file the input model reads "
+                                 "(param '" + p.name + "'); choose --weights or another -o");
+  if (same_file(file_str, st.out) || same_file(file_str, st.model))
+    throw ModelError(file_str, "the weights file would overwrite a model file; choose --weights");
+  if (!st.json.empty() && same_file(st.json, file_str))
+    throw ModelError(st.json, "the report would overwrite the weights file; choose another --json path");
+  options.weights_file = file.lexically_normal().lexically_relative(out_dir).generic_string();
+  options.min_file_numel = kMinFileNumel;
+  const bool f32 = st.dtype == "f32" || (st.dtype == "source" && narrow_source(g));
+  options.weights_dtype = f32 ? SafetensorsDType::f32 : SafetensorsDType::f64;
+}
+
+// `fold MODEL -o OUT.json`: the folded model.json, its large weights in a side file.
+int fold_to_json(const State& st, Mode mode) {
+  if (!st.rms_op.empty() || st.keep_opset)
+    throw ModelError(st.rms_op.empty() ? "--keep-opset" : "--rms-op",
+                     "applies to an ONNX output (-o FOLDED.onnx from an ONNX model)");
+  Laps laps;
+  refuse_overwriting_external_data(st);
+  // File params stay deferred: the fold reads structure only, and save_model streams
+  // the params it centers from the input's file.
+  LoadOptions load;
+  load.defer_file_values = true;
+  Graph g = load_input(st.model, st.dims, load);
+  laps.lap("load");
+  refuse_input_as_output("--json", st.json, st.model, g);
+  const FoldPlan plan = detect_foldable(g, mode);
+  laps.lap("detect");
+
+  SaveOptions options;
+  options.sync = !st.no_fsync;
+  choose_side_file(st, g, options);
+  // The reports read the original graph, so they are made before it is rewritten in place.
+  const std::string report = st.json.empty() ? "" : report::audit_json(g, plan).dump(2) + "\n";
+  const std::string summary = report::audit_summary(g, plan);
+  laps.lap("report");
+  const Graph folded = apply_fold(std::move(g), plan);
+  laps.lap("fold");
+  // The report is committed with the model: on any error neither is written.
+  std::optional<AtomicFileWriter> report_file;
+  if (!st.json.empty()) {
+    report_file.emplace(st.json);
+    report_file->write(report);
+    options.commit_with.push_back(&*report_file);
+  }
+  {
+    StepProgress progress;  // erased before the summary is printed
+    options.progress = progress.callback();
+    save_model(folded, st.out, options);
+  }
+  laps.lap("save");
+  if (!quiet()) std::cout << summary << "\n";
+  std::cout << "wrote " << st.out << ": " << plan.fold.size() << " LayerNorm"
+            << (plan.fold.size() == 1 ? "" : "s") << " -> RMSNorm, " << plan.center.size()
+            << " term" << (plan.center.size() == 1 ? "" : "s") << " centered (" << st.mode
+            << ")\n";
+  if (!options.weights_file.empty() && !quiet())
+    std::cout << "weights: " << options.weights_file << " ("
+              << (options.weights_dtype == SafetensorsDType::f32 ? "F32" : "F64")
+              << "), unchanged file params referenced\n";
+  laps.print(st.timings);
+  return kOk;
 }
 
 Action setup(CLI::App& sub) {
@@ -199,100 +305,9 @@ Action setup(CLI::App& sub) {
                "(faster; a crash soon after may leave an empty or partial file)");
   return [st, dtype]() -> int {
     st->dtype_given = dtype->count() > 0;
-    if (same_file(st->model, st->out))
-      throw ModelError(st->out, "refusing to overwrite the input model; choose another -o path");
-    if (!st->json.empty() && (same_file(st->json, st->model) || same_file(st->json, st->out)))
-      throw ModelError(st->json, "the report would overwrite a model file; choose another --json path");
+    refuse_overwrites(*st);
     const Mode mode = st->mode == "training" ? Mode::training : Mode::inference;
-    if (is_onnx_output(st->out)) return fold_to_onnx(*st, mode);
-    if (!st->rms_op.empty() || st->keep_opset)
-      throw ModelError(st->rms_op.empty() ? "--keep-opset" : "--rms-op",
-                       "applies to an ONNX output (-o FOLDED.onnx from an ONNX model)");
-    using Clock = std::chrono::steady_clock;
-    auto t0 = Clock::now();
-    std::vector<std::pair<const char*, double>> times;
-    auto lap = [&](const char* what) {
-      const auto t = Clock::now();
-      times.emplace_back(what, std::chrono::duration<double>(t - t0).count());
-      t0 = t;
-    };
-#ifdef LNV_HAVE_ONNX
-    // An ONNX model's external data is read as it is imported: no output may replace it.
-    if (is_onnx_input(st->model))
-      for (const auto& f : onnx_import::external_data_files(st->model))
-        for (const std::string* out : {&st->out, &st->json, &st->weights})
-          if (!out->empty() && same_file(*out, f.string()))
-            throw ModelError(*out, "refusing to overwrite the external data file " + f.string() +
-                                       " the input model reads; choose another path");
-#endif
-    // File params stay deferred: the fold reads structure only, and save_model streams
-    // the params it centers from the input's file.
-    LoadOptions load;
-    load.defer_file_values = true;
-    Graph g = load_input(st->model, st->dims, load);
-    lap("load");
-    refuse_input_as_output("--json", st->json, st->model, g);
-    const FoldPlan plan = detect_foldable(g, mode);
-    lap("detect");
-
-    SaveOptions options;
-    options.sync = !st->no_fsync;
-    bool side = !st->weights.empty();
-    for (const Param& p : g.params)
-      side = side || p.source == ParamSource::file || numel(p.shape) >= kLargeParam;
-    if (side && !st->inline_values) {
-      const fs::path out_dir = fs::absolute(fs::path(st->out)).parent_path();
-      const fs::path file = st->weights.empty()
-                                ? out_dir / fs::path(st->out).filename().replace_extension(".safetensors")
-                                : fs::absolute(st->weights);
-      const std::string file_str = file.lexically_normal().string();
-      for (const Param& p : g.params)
-        if (p.source == ParamSource::file && same_file(param_file(g, p), file_str))
-          throw ModelError(file_str, "refusing to overwrite a weights file the input model reads "
-                                     "(param '" + p.name + "'); choose --weights or another -o");
-      if (same_file(file_str, st->out) || same_file(file_str, st->model))
-        throw ModelError(file_str, "the weights file would overwrite a model file; choose --weights");
-      if (!st->json.empty() && same_file(st->json, file_str))
-        throw ModelError(st->json, "the report would overwrite the weights file; choose another --json path");
-      options.weights_file = file.lexically_normal().lexically_relative(out_dir).generic_string();
-      options.min_file_numel = kMinFileNumel;
-      const bool f32 = st->dtype == "f32" || (st->dtype == "source" && narrow_source(g));
-      options.weights_dtype = f32 ? SafetensorsDType::f32 : SafetensorsDType::f64;
-    }
-    // The reports read the original graph, so they are made before it is rewritten in place.
-    const std::string report = st->json.empty() ? "" : report::audit_json(g, plan).dump(2) + "\n";
-    const std::string summary = report::audit_summary(g, plan);
-    lap("report");
-    const Graph folded = apply_fold(std::move(g), plan);
-    lap("fold");
-    // The report is committed with the model: on any error neither is written.
-    std::optional<AtomicFileWriter> report_file;
-    if (!st->json.empty()) {
-      report_file.emplace(st->json);
-      report_file->write(report);
-      options.commit_with.push_back(&*report_file);
-    }
-    {
-      StepProgress progress;  // erased before the summary is printed
-      options.progress = progress.callback();
-      save_model(folded, st->out, options);
-    }
-    lap("save");
-    if (!quiet()) std::cout << summary << "\n";
-    std::cout << "wrote " << st->out << ": " << plan.fold.size() << " LayerNorm"
-              << (plan.fold.size() == 1 ? "" : "s") << " -> RMSNorm, " << plan.center.size()
-              << " term" << (plan.center.size() == 1 ? "" : "s") << " centered (" << st->mode
-              << ")\n";
-    if (!options.weights_file.empty() && !quiet())
-      std::cout << "weights: " << options.weights_file << " ("
-                << (options.weights_dtype == SafetensorsDType::f32 ? "F32" : "F64")
-                << "), unchanged file params referenced\n";
-    if (st->timings) {
-      std::cerr << "timings:";
-      for (const auto& [what, sec] : times) std::cerr << " " << what << " " << sec << " s";
-      std::cerr << "\n";
-    }
-    return kOk;
+    return is_onnx_output(st->out) ? fold_to_onnx(*st, mode) : fold_to_json(*st, mode);
   };
 }
 

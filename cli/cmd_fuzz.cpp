@@ -51,6 +51,7 @@
 #include "core/model_json.h"
 #include "generators/random_graph.h"
 #include "reports/check_report.h"
+#include "reports/fuzz_report.h"
 #include "reports/junit.h"
 
 namespace lnv::cli {
@@ -96,16 +97,13 @@ std::string check_command(const Options& o, const std::string& stem, const repor
 }
 
 // The checks of `out` that did not hold, as the report lists them.
-nlohmann::json failing_checks(const check::CaseOutcome& out) {
-  nlohmann::json checks = nlohmann::json::array();
+std::vector<report::FailingCheck> failing_checks(const check::CaseOutcome& out) {
+  std::vector<report::FailingCheck> checks;
   for (const report::CheckReport& r : out.reports)
     for (const report::CheckResult& c : r.results)
       if (c.outcome != report::Outcome::holds)
-        checks.push_back({{"mode", mode_name(r.mode)},
-                          {"kind", c.kind},
-                          {"subject", c.subject},
-                          {"outcome", report::outcome_name(c.outcome)},
-                          {"detail", c.detail}});
+        checks.push_back({std::string(mode_name(r.mode)), c.kind, c.subject,
+                          std::string(report::outcome_name(c.outcome)), c.detail});
   return checks;
 }
 
@@ -167,7 +165,7 @@ struct CaseSummary {
   size_t nodes = 0, layer_norms = 0;
   double seconds = 0;
   std::string text;  // the JUnit text: size, replay, what threw, the reports not holding
-  nlohmann::json checks;  // failing_checks()
+  std::vector<report::FailingCheck> checks;  // failing_checks()
 };
 
 void to_json(nlohmann::json& j, const CaseSummary& c) {
@@ -183,7 +181,7 @@ void from_json(const nlohmann::json& j, CaseSummary& c) {
   j.at("layer_norms").get_to(c.layer_norms);
   j.at("seconds").get_to(c.seconds);
   j.at("text").get_to(c.text);
-  c.checks = j.at("checks");
+  j.at("checks").get_to(c.checks);
 }
 
 CaseSummary summarize(uint64_t case_seed, const Graph& g, const check::CaseOutcome& out,
@@ -337,84 +335,75 @@ void check_report_paths(const Options& o) {
     throw ModelError("fuzz/--json", "'" + o.json + "' is also the --junit output");
 }
 
+// The campaign's settings as its report states them.
+report::FuzzSettings settings(const Options& o, const std::vector<Mode>& modes) {
+  report::FuzzSettings s{o.cases, o.seed, o.max_nodes, {}, o.check.bits, o.check.trials,
+                         o.shrink_attempts, o.keep_going, o.out, std::nullopt};
+  for (Mode m : modes) s.modes.emplace_back(mode_name(m));
+  if (o.shard.given) s.shard = std::array<int64_t, 2>{o.shard.index, o.shard.count};
+  return s;
+}
+
+// Shrinks failing case `case_seed`, writes it (write_failure) and prints what fails.
+report::ShrunkCase shrink_and_write(const Options& o, const Campaign& campaign, uint64_t case_seed) {
+  const rc::Shrinkable<Graph> s = gen::generate_case(campaign.cfg, case_seed);
+  const check::CheckOptions opt = campaign.options(o, case_seed);
+  auto check = [&](const Graph& g) { return check::check_case(g, opt, campaign.modes); };
+  const check::Shrunk shrunk = check::shrink_case(s, check, o.shrink_attempts);
+  const std::string path = write_failure(o, case_seed, shrunk);
+  std::cout << "minimal counterexample: " << shrunk.graph.nodes.size() << " nodes, written to "
+            << path << "\n";
+  for (const report::CheckReport& r : shrunk.outcome.reports)
+    if (r.outcome() == report::Outcome::fails) std::cout << report::to_text(r);
+  if (!shrunk.outcome.error.empty()) std::cout << "threw: " << shrunk.outcome.error << "\n";
+  const std::string stem = path.substr(0, path.size() - std::string(".model.json").size());
+  report::ShrunkCase out{shrunk.graph.nodes.size(), shrunk.steps, shrunk.attempts, path,
+                         stem + ".txt", {}, shrunk.outcome.error, failing_checks(shrunk.outcome)};
+  for (const report::CheckReport& r : shrunk.outcome.reports)
+    out.check_commands.push_back(check_command(o, stem, r));
+  return out;
+}
+
 int run(const Options& o) {
   check_out_dir(o.out);
   check_report_paths(o);
   report::JunitSuite suite{"lnverify fuzz (seeds " + std::to_string(o.seed) + "..)", {}, 0};
   const Campaign campaign(o);
-  const std::vector<Mode>& modes = campaign.modes;
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_print = start;
-  size_t counts[3] = {0, 0, 0}, layer_norms = 0, nodes = 0, checked = 0;
-  std::vector<uint64_t> wrong, over_cautious, inconclusive;  // case seeds
-  nlohmann::json failures = nlohmann::json::array();        // the --json entries
+  report::FuzzReport rep;
+  rep.settings = settings(o, campaign.modes);
+  rep.share = o.shard.share(o.cases);
   // Writes the JUnit and JSON files (if asked for) and passes the exit code on.
   auto finish = [&](int code) {
     if (!o.junit.empty()) write_file_atomically(o.junit, report::junit_xml({suite}));
     if (o.json.empty()) return code;
-    nlohmann::json modes_json = nlohmann::json::array();
-    for (Mode m : modes) modes_json.push_back(mode_name(m));
-    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    nlohmann::json rep = {
-        {"format", "lnverify.fuzz"},
-        {"version", 1},
-        {"settings",
-         {{"cases", o.cases},
-          {"seed", o.seed},
-          {"max_nodes", o.max_nodes},
-          {"modes", modes_json},
-          {"bits", o.check.bits},
-          {"trials", o.check.trials},
-          {"shrink_attempts", o.shrink_attempts},
-          {"keep_going", o.keep_going},
-          {"out", o.out}}},
-        {"outcome", counts[1] == 0 ? "holds" : "fails"},
-        {"checked", checked},
-        {"stopped_early", checked < size_t(o.shard.share(o.cases))},
-        {"counts",
-         {{"holds", counts[0]},
-          {"fails", counts[1]},
-          {"inconclusive", counts[2]},
-          {"wrong_yes", wrong.size()},
-          {"over_cautious_no", over_cautious.size()}}},
-        {"nodes_per_case", checked ? nodes / double(checked) : 0.0},
-        {"layer_norms_per_case", checked ? layer_norms / double(checked) : 0.0},
-        {"seconds", secs},
-        {"failures", failures},
-        {"inconclusive_seeds", inconclusive}};
-    if (o.shard.given) rep["settings"]["shard"] = shard_json(o.shard);
-    write_file_atomically(o.json, rep.dump(2) + "\n");
+    rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    write_file_atomically(o.json, nlohmann::json(rep).dump(2) + "\n");
     return code;
   };
   Progress progress("fuzz", "cases");
-  const int64_t share = o.shard.share(o.cases);
   CaseSource source(o, campaign);
-  for (int64_t k = 0; k < share; ++k) {
+  for (int64_t k = 0; k < rep.share; ++k) {
     const int64_t i = o.shard.index + k * o.shard.count;
-    progress.update(checked, share);
+    progress.update(rep.checked, rep.share);
     const uint64_t case_seed = o.seed + static_cast<uint64_t>(i);
     const CaseSummary out = source.next(k);
     const bool fails = out.outcome == report::Outcome::fails;
     suite.seconds += out.seconds;
     suite.cases.push_back(junit_case(case_seed, out, fails && o.keep_going && !out.unsound));
-    ++checked;
-    ++counts[static_cast<int>(out.outcome)];
-    nodes += out.nodes;
-    layer_norms += out.layer_norms;
-    if (out.outcome == report::Outcome::inconclusive) inconclusive.push_back(case_seed);
+    ++rep.checked;
+    ++(out.outcome == report::Outcome::holds ? rep.holds : fails ? rep.fails : rep.inconclusive);
+    rep.nodes += out.nodes;
+    rep.layer_norms += out.layer_norms;
+    if (out.outcome == report::Outcome::inconclusive) rep.inconclusive_seeds.push_back(case_seed);
     if (fails) {
       progress.clear();
-      (out.unsound ? wrong : over_cautious).push_back(case_seed);
-      failures.push_back({{"case", i},
-                          {"seed", case_seed},
-                          {"kind", out.unsound ? "wrong_yes" : "over_cautious_no"},
-                          {"nodes", out.nodes},
-                          {"replay", replay_command(o, case_seed)},
-                          {"error", out.error},
-                          {"checks", out.checks},
-                          {"shrunk", nullptr}});
+      (out.unsound ? rep.wrong_yes : rep.over_cautious_no).push_back(case_seed);
+      rep.failures.push_back({i, case_seed, out.unsound, out.nodes, replay_command(o, case_seed),
+                              out.error, out.checks, std::nullopt});
     }
     if (fails && o.keep_going && !out.unsound) {
       if (!quiet())
@@ -423,67 +412,21 @@ int run(const Options& o) {
     } else if (fails) {
       std::cout << "case " << i << " (seed " << case_seed << ", " << out.nodes
                 << " nodes) FAILS; shrinking...\n" << std::flush;
-      const rc::Shrinkable<Graph> s = gen::generate_case(campaign.cfg, case_seed);
-      const check::CheckOptions opt = campaign.options(o, case_seed);
-      auto check = [&](const Graph& g) { return check::check_case(g, opt, modes); };
-      const check::Shrunk shrunk = check::shrink_case(s, check, o.shrink_attempts);
-      const std::string path = write_failure(o, case_seed, shrunk);
-      std::cout << "minimal counterexample: " << shrunk.graph.nodes.size() << " nodes, written to "
-                << path << "\n";
-      for (const report::CheckReport& r : shrunk.outcome.reports)
-        if (r.outcome() == report::Outcome::fails) std::cout << report::to_text(r);
-      if (!shrunk.outcome.error.empty()) std::cout << "threw: " << shrunk.outcome.error << "\n";
-      const std::string stem = path.substr(0, path.size() - std::string(".model.json").size());
-      nlohmann::json commands = nlohmann::json::array();
-      for (const report::CheckReport& r : shrunk.outcome.reports) commands.push_back(check_command(o, stem, r));
-      failures.back()["shrunk"] = {{"nodes", shrunk.graph.nodes.size()},
-                                   {"steps", shrunk.steps},
-                                   {"attempts", shrunk.attempts},
-                                   {"model", path},
-                                   {"text", stem + ".txt"},
-                                   {"check_commands", commands},
-                                   {"error", shrunk.outcome.error},
-                                   {"checks", failing_checks(shrunk.outcome)}};
+      rep.failures.back().shrunk = shrink_and_write(o, campaign, case_seed);
       if (!o.keep_going) return finish(kCheckFails);
     }
     const auto now = Clock::now();
-    if (!quiet() && (now - last_print > std::chrono::seconds(2) || int64_t(checked) == share)) {
+    if (!quiet() && (now - last_print > std::chrono::seconds(2) || int64_t(rep.checked) == rep.share)) {
       progress.clear();
-      const double secs = std::chrono::duration<double>(now - start).count();
-      std::cout << "[" << checked << "/" << share << "] " << std::fixed << std::setprecision(1)
-                << checked / secs << " cases/s  holds " << counts[0] << "  inconclusive "
-                << counts[2] << "  (" << nodes / double(checked) << " nodes, "
-                << layer_norms / double(checked) << " LNs per case)\n"
-                << std::defaultfloat << std::flush;
+      std::cout << report::fuzz_progress_line(rep, std::chrono::duration<double>(now - start).count())
+                << std::flush;
       last_print = now;
     }
   }
   progress.clear();
-  const std::string in_cases =
-      o.shard.given ? "its " + std::to_string(share) + " of " + std::to_string(o.cases) + " cases"
-                    : std::to_string(o.cases);
-  if (o.shard.given) std::cout << "shard " << o.shard.text() << ": ";
-  if (!o.keep_going || counts[1] == 0) {
-    std::cout << "no failing case in " << in_cases << " (seeds " << o.seed << ".."
-              << o.seed + o.cases - 1 << ")\n";
-    return finish(kOk);
-  }
-  auto list = [](const std::vector<uint64_t>& seeds) {
-    std::string s;
-    for (uint64_t x : seeds) s += " " + std::to_string(x);
-    return s;
-  };
-  std::cout << counts[1] << " failing case(s) in " << in_cases << " (seeds " << o.seed << ".."
-            << o.seed + o.cases - 1 << "): " << wrong.size() << " wrong \"yes\" (written to "
-            << o.out << ")" << (wrong.empty() ? "" : ":" + list(wrong)) << "; "
-            << over_cautious.size() << " over-cautious \"no\""
-            << (over_cautious.empty() ? "" : ":" + list(over_cautious)) << "\n";
-  return finish(kCheckFails);
+  std::cout << report::fuzz_summary(rep);
+  return finish(rep.fails == 0 ? kOk : kCheckFails);
 }
-
-// The check outcome enum index used for counting.
-static_assert(static_cast<int>(report::Outcome::holds) == 0 && static_cast<int>(report::Outcome::fails) == 1 &&
-              static_cast<int>(report::Outcome::inconclusive) == 2);
 
 Action setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();

@@ -77,26 +77,6 @@ std::optional<std::vector<int64_t>> ValueInfo::static_dims() const {
   return out;
 }
 
-const char* attr_kind_name(AttrKind k) {
-  switch (k) {
-    case AttrKind::Float: return "FLOAT";
-    case AttrKind::Int: return "INT";
-    case AttrKind::String: return "STRING";
-    case AttrKind::Tensor: return "TENSOR";
-    case AttrKind::Graph: return "GRAPH";
-    case AttrKind::SparseTensor: return "SPARSE_TENSOR";
-    case AttrKind::TypeProto: return "TYPE_PROTO";
-    case AttrKind::Floats: return "FLOATS";
-    case AttrKind::Ints: return "INTS";
-    case AttrKind::Strings: return "STRINGS";
-    case AttrKind::Tensors: return "TENSORS";
-    case AttrKind::Graphs: return "GRAPHS";
-    case AttrKind::SparseTensors: return "SPARSE_TENSORS";
-    case AttrKind::TypeProtos: return "TYPE_PROTOS";
-  }
-  return "UNKNOWN";
-}
-
 const Attribute* Node::attr(const std::string& attr_name) const {
   for (const Attribute& a : attributes)
     if (a.name == attr_name) return &a;

@@ -119,7 +119,6 @@ enum class AttrKind {
   Float, Int, String, Tensor, Graph, SparseTensor, TypeProto,
   Floats, Ints, Strings, Tensors, Graphs, SparseTensors, TypeProtos,
 };
-const char* attr_kind_name(AttrKind k);
 
 struct Attribute {
   std::string name;

@@ -14,6 +14,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/model_equivalence.h"
 #include "core/analysis/fold_plan.h"
 #include "core/analysis/producers.h"

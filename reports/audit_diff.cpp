@@ -69,18 +69,6 @@ std::string verdicts(const std::array<AuditVerdict, 2>& v) {
 
 }  // namespace
 
-std::string_view change_name(Change c) {
-  switch (c) {
-    case Change::same: return "same";
-    case Change::improved: return "improved";
-    case Change::regressed: return "regressed";
-    case Change::reason_changed: return "reason changed";
-    case Change::appeared: return "appeared";
-    case Change::disappeared: return "disappeared";
-  }
-  return "?";
-}
-
 bool is_regression(Change c) { return c != Change::same && c != Change::improved; }
 
 Change LnDiff::change(int mode) const {

@@ -11,7 +11,6 @@
 
 #include <array>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -33,7 +32,6 @@ enum class Change {
   appeared,        // not in the baseline
   disappeared,     // not in the current report
 };
-std::string_view change_name(Change c);
 // Whether the gate fails on it: everything but same and improved.
 bool is_regression(Change c);
 

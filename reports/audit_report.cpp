@@ -1,5 +1,7 @@
 #include "reports/audit_report.h"
 
+#include <nlohmann/json.hpp>
+
 #include "reports/check_report.h"
 
 #include <cstdint>

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace lnv::report {
 
 std::string_view outcome_name(Outcome o) {

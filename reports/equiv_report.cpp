@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "reports/check_report.h"
 
 namespace lnv::report {

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/analysis/fold_plan.h"
 #include "reports/audit_report.h"
 #include "tests/eval_test_graphs.h"

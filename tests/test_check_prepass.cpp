@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/rc_default_seed.h"
 
 #include "checkers/equivalence.h"

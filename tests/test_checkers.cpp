@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/equivalence.h"
 #include "core/model_json.h"
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/agreement.h"
 #include "checkers/model_equivalence.h"
 #include "core/analysis/fold_plan.h"

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/equivalence.h"
 #include "core/analysis/fold_plan.h"
 #include "core/eval/evaluator.h"

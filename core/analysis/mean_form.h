@@ -72,8 +72,6 @@ class FormPool {
   Form leaf(const Entry& e) { return Form{make(e, 0, 0), 1.0}; }
 
   uint32_t size(const Form& f) const { return nodes_[f.root].size; }
-  uint32_t bad_count(const Form& f) const { return nodes_[f.root].n_bad; }
-  uint32_t unsafe_count(const Form& f) const { return nodes_[f.root].n_unsafe; }
   uint32_t opaque_count(const Form& f) const { return nodes_[f.root].n_opaque; }
 
   // a + s·b, sharing the larger operand.
@@ -102,12 +100,6 @@ class FormPool {
       root = insert(root, scaled);
     });
     return Form{root, a.factor};
-  }
-
-  Form scale(Form f, double s) {
-    if (s == 0.0) return Form{};
-    f.factor = exact_mul(f.factor, s, f.inexact);
-    return f;
   }
 
   // Every entry re-keyed with `tag` mixed into its qual (and, when issue >= 0, turned
@@ -166,18 +158,11 @@ class FormPool {
       return e.status != EntryStatus::term;
     });
   }
-  const Entry* first_opaque(const Form& f) const {
-    return first_where(f.root, [](const Node& n) { return n.n_opaque; }, [](const Entry& e) {
-      return e.status == EntryStatus::opaque;
-    });
-  }
   const Entry* first_unsafe(const Form& f) const {
     return first_where(f.root, [](const Node& n) { return n.n_unsafe; }, [](const Entry& e) {
       return e.status == EntryStatus::term && !e.safe;
     });
   }
-
-  size_t node_count() const { return nodes_.size(); }
 
  private:
   struct Node {

@@ -14,6 +14,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <nlohmann/json.hpp>
+
 #include "checkers/model_equivalence.h"
 #include "core/model_json.h"
 #include "core/safetensors.h"
