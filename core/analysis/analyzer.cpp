@@ -9,7 +9,12 @@
 
 namespace lnv::analysis::detail {
 
-Analyzer::Analyzer(const Graph& g, Mode mode) : g_(g), mode_(mode) {
+Analyzer::Analyzer(const Graph& g, Mode mode)
+    : g_(g),
+      mode_(mode),
+      means_(g.nodes.size()),
+      safe_(g.nodes.size()),
+      producer_terms_(g.nodes.size(), -1) {
   const size_t n = g.nodes.size();
   // Axis sets are 64-bit masks: checked before any is built.
   for (size_t i = 0; i < n; ++i)

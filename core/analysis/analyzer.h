@@ -23,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -45,6 +46,46 @@ struct KeyHash {
 // A value and a set of its axes: the axes averaged (mean forms) or the axes a deviation is
 // constant along (safety).
 using Key = std::pair<int32_t, Mask>;
+
+// The memo of mean forms or safeties, per Key. Nearly every value is asked about one axis
+// set only: its first set lives in a flat table indexed by the value, the others in a hash
+// map. Values are kept in a deque, so references to them stay valid while more are added.
+template <class V>
+class KeyMemo {
+ public:
+  explicit KeyMemo(size_t values) : first_(values) {}
+  const V* find(const Key& k) const {
+    const First& f = first_[size_t(k.first)];
+    if (f.index < 0) return nullptr;
+    if (f.mask == k.second) return &stored_[size_t(f.index)];
+    auto it = more_.find(k);
+    return it == more_.end() ? nullptr : &stored_[size_t(it->second)];
+  }
+  size_t count(const Key& k) const { return find(k) != nullptr ? 1 : 0; }
+  const V& at(const Key& k) const {
+    const V* v = find(k);
+    LNV_INTERNAL_ASSERT(v != nullptr, "a memoized key is missing");
+    return *v;
+  }
+  // Stores v for k unless k has a value already.
+  void emplace(const Key& k, V v) {
+    if (find(k) != nullptr) return;
+    First& f = first_[size_t(k.first)];
+    const int32_t index = int32_t(stored_.size());
+    if (f.index < 0) f = First{k.second, index};
+    else more_.emplace(k, index);
+    stored_.push_back(std::move(v));
+  }
+
+ private:
+  struct First {
+    Mask mask = 0;
+    int32_t index = -1;
+  };
+  std::vector<First> first_;
+  std::unordered_map<Key, int32_t, KeyHash> more_;
+  std::deque<V> stored_;
+};
 
 // Why a deviation stops being harmless at a node.
 enum class BreakKind : uint8_t {
@@ -240,11 +281,11 @@ class Analyzer {
   // The strict reading's sum forms: identities no rewrite changes (the safety pass reads
   // them to cancel a deviation between routes through sums).
   SumForms strict_sums_{0};
-  std::unordered_map<Key, Form, KeyHash> means_;
-  std::unordered_map<Key, Safety, KeyHash> safe_;
+  KeyMemo<Form> means_;
+  KeyMemo<Safety> safe_;
   std::vector<Term> terms_;
   std::vector<Issue> issues_;
-  std::unordered_map<int32_t, int32_t> producer_terms_;
+  std::vector<int32_t> producer_terms_;  // per node: its producer term, or -1
   std::map<std::tuple<int32_t, int, Mask>, int32_t> param_terms_;
   std::map<std::pair<int32_t, int>, int32_t> param_atoms_;
   mutable std::unordered_map<int32_t, WhereSelect> where_selects_;

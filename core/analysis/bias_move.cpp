@@ -5,6 +5,8 @@
 // reader adds β·W, which a runtime keeps in the bias it adds anyway.
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "core/analysis/fold_plan.h"
 #include "core/error.h"
@@ -18,12 +20,14 @@ std::string described(const Node& n) { return quote(n.name) + " (" + std::string
 
 class BiasMovePlanner {
  public:
-  explicit BiasMovePlanner(const Graph& g) : g_(g) {
+  BiasMovePlanner(const Graph& g, const FoldPlan& plan) : g_(g) {
     for (const ValueRef& r : g.output_refs)
       if (r.kind == ValueRef::Kind::node) outputs_.insert(r.index);
+    for (const CenterTerm& t : plan.center)
+      if (t.kind == CenterTerm::Kind::param && t.slot == "bias") centered_bias_.insert(t.node);
   }
 
-  BiasMove judge(int32_t norm, const FoldPlan& plan) const {
+  BiasMove judge(int32_t norm) const {
     const Node& n = g_.nodes[norm];
     BiasMove m;
     if (n.bias.empty()) return m;
@@ -37,11 +41,10 @@ class BiasMovePlanner {
       m.kept = "its bias " + quote(n.bias) + " is not a vector over the normalized axis";
       return m;
     }
-    for (const CenterTerm& t : plan.center)
-      if (t.kind == CenterTerm::Kind::param && t.node == n.name && t.slot == "bias") {
-        m.kept = "its bias is a term the fold centers";
-        return m;
-      }
+    if (centered_bias_.count(n.name)) {
+      m.kept = "its bias is a term the fold centers";
+      return m;
+    }
     if (!follow(norm, int64_t(xs.size()) - 1, xs.back(), m.readers, m.kept)) {
       m.readers.clear();
       return m;
@@ -60,6 +63,7 @@ class BiasMovePlanner {
  private:
   const Graph& g_;
   std::set<int32_t> outputs_;
+  std::unordered_set<std::string_view> centered_bias_;  // the norms whose bias a fold centers
 
   // Whether producer `r` adds a bias anyway: a linear's own, or an add of a param vector
   // over its features that alone reads it (ONNX's MatMul + Add).
@@ -143,15 +147,18 @@ class BiasMovePlanner {
 }  // namespace
 
 void plan_bias_moves(const Graph& g, FoldPlan& plan) {
-  const BiasMovePlanner planner(g);
-  const std::set<std::string> folded(plan.fold.begin(), plan.fold.end());
+  const BiasMovePlanner planner(g, plan);
+  std::unordered_set<std::string_view> folded;
+  folded.reserve(plan.fold.size());
+  folded.insert(plan.fold.begin(), plan.fold.end());
   for (LnVerdict& v : plan.layer_norms) {
     v.bias = {};
-    if (!folded.count(v.name) || !g.has(v.name) || g.ref(v.name).kind != ValueRef::Kind::node)
-      continue;  // not folded, or the norm inside an rnn (its bias stays inside)
-    const int32_t i = g.ref(v.name).index;
+    if (!folded.count(v.name) || !g.has(v.name)) continue;
+    const ValueRef& r = g.ref(v.name);
+    if (r.kind != ValueRef::Kind::node) continue;  // the norm inside an rnn (its bias stays inside)
+    const int32_t i = r.index;
     if (g.nodes[i].op != Op::layer_norm) continue;
-    v.bias = planner.judge(i, plan);
+    v.bias = planner.judge(i);
   }
 }
 

@@ -420,11 +420,17 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   FoldPlan plan;
   plan.mode = mode;
   std::vector<bool> seen_nodes;
+  std::vector<char> centered_terms;  // per term of the plan's analyzer: given to add_center
   // Per mode: the producers centered for the LNs foldable in that mode.
   std::array<std::vector<char>, 2> centered_producers{std::vector<char>(g.nodes.size(), 0),
                                                       std::vector<char>(g.nodes.size(), 0)};
   std::array<std::vector<bool>, 2> seen_by_mode;
   std::vector<int32_t> ln_nodes;  // per entry of plan.layer_norms: its node (-1: an rnn's norm)
+  const size_t norm_count = size_t(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op == Op::layer_norm || n.op == Op::rnn;
+  }));
+  plan.layer_norms.reserve(norm_count);
+  ln_nodes.reserve(norm_count);
   std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
   auto add_center = [&](const CenterTerm& t) {
     if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) {
@@ -484,8 +490,14 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
     if (options.list_terms) v.terms = terms_of(an, plan_form);
     if (v.foldable[pm]) {
       plan.fold.push_back(v.name);
+      // A term added once is added again without effect (its key is known, and merging a
+      // param term into what it already merged into changes nothing): skipped.
       an.pool().visit_unseen(plan_form, seen_nodes, [&](const Entry& e) {
-        if (e.ref >= 0) add_center(an.terms()[e.ref].term);
+        if (e.ref < 0) return;
+        if (size_t(e.ref) >= centered_terms.size()) centered_terms.resize(an.terms().size(), 0);
+        if (centered_terms[size_t(e.ref)]) return;
+        centered_terms[size_t(e.ref)] = 1;
+        add_center(an.terms()[e.ref].term);
       });
     }
     plan.layer_norms.push_back(std::move(v));

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/analysis/axes_mask.h"
@@ -23,15 +24,15 @@ enum class EntryStatus : uint8_t {
   opaque,    // no centering can remove it
 };
 
-struct Entry {
-  int32_t atom = 0;
+struct Entry {  // 40 bytes: the fields ordered so that a pool node fills one cache line
   Mask mask = 0;
   uint64_t qual = 0;
   double coeff = 0;
-  EntryStatus status = EntryStatus::opaque;
-  bool safe = true;  // term: centering it is exact everywhere else in the graph
+  int32_t atom = 0;
   int32_t ref = -1;  // term / bad_term: index of the candidate term; opaque: -1
   int32_t issue = -1;  // bad_term / opaque: index of the issue explaining it
+  EntryStatus status = EntryStatus::opaque;
+  bool safe = true;  // term: centering it is exact everywhere else in the graph
   // The coefficient was rounded on its way (a product or sum of factors that double
   // arithmetic could not hold exactly): a zero it reaches is not a proof that the entry
   // cancels, so the entry is kept.
@@ -170,7 +171,24 @@ class FormPool {
     int32_t left = 0, right = 0;
     uint32_t size = 0, n_bad = 0, n_unsafe = 0, n_opaque = 0;
   };
-  std::vector<Node> nodes_;
+  // The nodes, in chunks that never move: a deep model's pool holds millions of nodes, which
+  // a vector would copy at each doubling.
+  class Nodes {
+   public:
+    const Node& operator[](int32_t i) const { return chunks_[size_t(i) >> kShift][size_t(i) & kLow]; }
+    size_t size() const { return size_; }
+    void push_back(const Node& n) {
+      if ((size_ & kLow) == 0) chunks_.push_back(std::make_unique<Node[]>(size_t(1) << kShift));
+      chunks_.back()[size_ & kLow] = n;
+      ++size_;
+    }
+
+   private:
+    static constexpr size_t kShift = 10, kLow = (size_t(1) << kShift) - 1;
+    std::vector<std::unique_ptr<Node[]>> chunks_;
+    size_t size_ = 0;
+  };
+  Nodes nodes_;
 
   static bool power_of_two(double x) {
     int e = 0;

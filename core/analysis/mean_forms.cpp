@@ -24,7 +24,7 @@ Form Analyzer::operand_mean(int32_t n, int k, Mask mask) {
 
 Form Analyzer::node_mean(int32_t v, Mask mask) {
   mask &= ~size1_mask(g_.node_shapes[v]);
-  if (auto found = means_.find({v, mask}); found != means_.end()) return found->second;
+  if (const Form* found = means_.find({v, mask})) return *found;
   memo_walk(
       means_, Key{v, mask}, [&](const Key& key) { return mean_rule(key.first, key.second); },
       [&](const Key& key, const Rule& rule, auto&& need) {

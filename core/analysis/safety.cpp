@@ -41,8 +41,7 @@ const Safety& Analyzer::safety(int32_t v, Mask u) {
 }
 
 const Safety* Analyzer::safety_of(const Key& k) const {
-  auto it = safe_.find(k);
-  return it == safe_.end() ? nullptr : &it->second;
+  return k.first < 0 ? nullptr : safe_.find(k);
 }
 
 Safety Analyzer::injected_safety(int32_t c, int k, Mask u) {
@@ -244,6 +243,7 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
       todo.push_back(c);
     }
   }
+  if (reg.nodes.empty()) return {};  // nothing to cancel against
   // The coefficients, each from its inputs' (members are upstream of what reads them).
   reg.coef.assign(reg.nodes.size(), std::numeric_limits<double>::quiet_NaN());
   auto index_of = [&](int32_t c) {

@@ -45,8 +45,9 @@ Form Analyzer::term_leaf(int32_t atom, Mask mask, int32_t ref) {
 }
 
 int32_t Analyzer::producer_term(int32_t n, Mask feature) {
-  auto [it, inserted] = producer_terms_.try_emplace(n, int32_t(terms_.size()));
-  if (!inserted) return it->second;
+  if (producer_terms_[size_t(n)] >= 0) return producer_terms_[size_t(n)];
+  const int32_t index = int32_t(terms_.size());
+  producer_terms_[size_t(n)] = index;
   Term t;
   t.term.kind = CenterTerm::Kind::producer;
   t.term.node = g_.nodes[n].name;
@@ -56,9 +57,9 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   t.pending = true;
   terms_.push_back(t);
   Safety s = safety(n, feature);
-  terms_[it->second].safety = s;
-  terms_[it->second].pending = false;
-  return it->second;
+  terms_[index].safety = s;
+  terms_[index].pending = false;
+  return index;
 }
 
 Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
