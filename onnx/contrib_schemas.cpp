@@ -199,6 +199,62 @@ OpSchema attention() {
   return s;
 }
 
+// MultiHeadAttention: output (batch, sequence, v_hidden_size): from a packed QKV query
+// (batch, sequence, num_heads, 3, head_size), num_heads · head_size; from a packed KV key
+// (batch, kv_sequence, num_heads, 2, head_size), the same; else value's last dim (rank 3)
+// or num_heads · head_size of a past_value (batch, num_heads, kv_sequence, head_size). The
+// present and qk outputs are left unknown.
+void multi_head_attention_shape(ox::InferenceContext& ctx) {
+  ox::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!ox::hasInputShape(ctx, 0)) return;
+  const auto& q = ox::getInputShape(ctx, 0);
+  if (q.dim_size() != 3 && q.dim_size() != 5) fail_shape_inference("MultiHeadAttention: query of rank 3 or 5 expected");
+  auto product = [](const ox::TensorShapeProto_Dimension& a, const ox::TensorShapeProto_Dimension& b) {
+    ox::TensorShapeProto_Dimension d;
+    if (a.has_dim_value() && b.has_dim_value()) d.set_dim_value(a.dim_value() * b.dim_value());
+    return d;
+  };
+  ox::TensorShapeProto out;
+  *out.add_dim() = q.dim(0);
+  *out.add_dim() = q.dim(1);
+  const bool has_key = ctx.getNumInputs() > 1 && ctx.getInputType(1) != nullptr;
+  const bool has_value = ctx.getNumInputs() > 2 && ctx.getInputType(2) != nullptr;
+  if (q.dim_size() == 5) {
+    *out.add_dim() = product(q.dim(2), q.dim(4));
+  } else if (has_key && !has_value && ox::hasInputShape(ctx, 1) && ox::getInputShape(ctx, 1).dim_size() == 5) {
+    const auto& k = ox::getInputShape(ctx, 1);
+    *out.add_dim() = product(k.dim(2), k.dim(4));
+  } else if (has_value && ox::hasInputShape(ctx, 2)) {
+    const auto& v = ox::getInputShape(ctx, 2);
+    if (v.dim_size() == 3) *out.add_dim() = v.dim(2);
+    else if (v.dim_size() == 4) *out.add_dim() = product(v.dim(1), v.dim(3));
+    else fail_shape_inference("MultiHeadAttention: value of rank 3 or 4 expected");
+  } else {
+    out.add_dim();
+  }
+  ox::updateOutputShape(ctx, 0, out);
+}
+
+OpSchema multi_head_attention() {
+  OpSchema s = base("MultiHeadAttention");
+  s.Input(0, "query", "", "T").Input(1, "key", "", "T", OpSchema::Optional);
+  s.Input(2, "value", "", "T", OpSchema::Optional).Input(3, "bias", "", "T", OpSchema::Optional);
+  s.Input(4, "key_padding_mask", "", "M", OpSchema::Optional).Input(5, "attention_bias", "", "T", OpSchema::Optional);
+  s.Input(6, "past_key", "", "T", OpSchema::Optional).Input(7, "past_value", "", "T", OpSchema::Optional);
+  s.Input(8, "past_sequence_length", "", "M", OpSchema::Optional);
+  s.Input(9, "cache_indirection", "", "M", OpSchema::Optional);
+  s.Output(0, "output", "", "T").Output(1, "present_key", "", "T", OpSchema::Optional);
+  s.Output(2, "present_value", "", "T", OpSchema::Optional).Output(3, "qk", "", "QK", OpSchema::Optional);
+  s.TypeConstraint("M", {"tensor(int32)"}, "");
+  s.TypeConstraint("QK", float_types(), "");
+  s.Attr("num_heads", "", AttributeProto::INT, true);
+  s.Attr("mask_filter_value", "", AttributeProto::FLOAT, -10000.0f);
+  s.Attr("scale", "", AttributeProto::FLOAT, ox::OPTIONAL_VALUE);
+  s.Attr("unidirectional", "", AttributeProto::INT, int64_t{0});
+  s.TypeAndShapeInferenceFunction(multi_head_attention_shape);
+  return s;
+}
+
 // EmbedLayerNormalization: output and embedding_sum (batch, sequence, hidden), mask_index
 // (batch) int32.
 void embed_norm_shape(ox::InferenceContext& ctx) {
@@ -260,6 +316,7 @@ std::map<std::string, OpSchema> make_schemas() {
   add(skip_norm("SkipLayerNormalization", true));
   add(skip_norm("SkipSimplifiedLayerNormalization", false));
   add(attention());
+  add(multi_head_attention());
   add(embed_layer_norm());
   return m;
 }

@@ -22,8 +22,11 @@ using lnv::Node;
 // ---- one mapper per op family ----------------------------------------------------------
 
 void map_alias(Importer& im, const onnx_import::Node& n, size_t i) {
-  if (n.op_type == "Cast" && !(is_float_type(im.elem_type(n.inputs[0])) &&
-                               is_float_type(im.elem_type(n.outputs[0]))))
+  // An integer graph input cast to int32 or int64 holds the same ids (an attention mask
+  // cast for ONNX Runtime's kernels, which read int32): what reads it reads the input.
+  const ElemType to = im.elem_type(n.outputs[0]);
+  const bool ids = im.is_index_input(n.inputs[0]) && (to == ElemType::Int32 || to == ElemType::Int64);
+  if (n.op_type == "Cast" && !ids && !(is_float_type(im.elem_type(n.inputs[0])) && is_float_type(to)))
     return im.opaque(i, "a Cast between non-float types");
   im.alias(n.outputs[0], n.inputs[0]);
 }

@@ -204,20 +204,169 @@ void map_fused_gemm(Importer& im, const onnx_import::Node& n, size_t i) {
   im.emit_final(std::move(f), n.outputs[0]);
 }
 
-// Attention (packed Q, K, V weights [Din, Dq + Dk + Dv] and bias): per head, softmax(scale ·
-// Q Kᵀ + M) V with scale 1/√head_size unless given, M the causal mask of
-// `mask_filter_value` (default −10000, added as ONNX Runtime's kernel adds it) where
-// `unidirectional`, else none; then the heads concatenated. Imported as the three
-// projections (`matmul` by a slice of the weights, `add` of the bias slice), `reshape` and
-// `transpose` into heads, `matmul` (`transpose_b`), `scale`, the mask's `add`, `softmax`,
-// `matmul`, and back. mask_index, past, attention_bias, rotary embeddings and the present
-// output are not modelled: the node is then opaque, the reason naming what it uses.
+// ---- attention (Attention, MultiHeadAttention) ------------------------------------------
+// Both are imported as the unfused attention their documentation gives: per head,
+// softmax(scale · Q Kᵀ + M) V, the heads concatenated, M the key mask of `mask_index` /
+// `key_padding_mask` (`mask_filter_value`, default −10000, where masked and 0 elsewhere,
+// as ONNX Runtime's CPU kernel adds it to the scaled scores), the causal mask of
+// `unidirectional` a mask of the softmax.
+
+// The integer graph input that `v` is, directly or through a Cast to int32 or int64 (ONNX
+// Runtime's transformer optimizer casts the int64 mask to int32), or "".
+std::string index_source(const Importer& im, const std::string& v) {
+  if (im.is_index_input(v)) return v;
+  const int p = im.producer(v);
+  if (p < 0) return "";
+  const onnx_import::Node& c = im.nodes()[size_t(p)];
+  if (c.op_type == "Cast" && (c.domain.empty() || c.domain == "ai.onnx") && im.is_index_input(c.inputs[0]))
+    return c.inputs[0];
+  return "";
+}
+
+// The additive key mask of input k (mask_index of Attention, key_padding_mask of
+// MultiHeadAttention) for scores [B, H, S, T], as a value that broadcasts onto them:
+// [B, 1, 1, T] or [B, 1, S, T]. The forms ONNX Runtime's CPU kernel reads that are modelled:
+//   (B)        key lengths (right padding): key t of batch b is masked where t ≥ len[b];
+//   (B, T)     a raw mask: masked where 0 (ONNX Runtime: where not > 0);
+//   (B, S, T)  a raw mask per query.
+// From an integer graph input (through a Cast) the mask is an `embedding` lookup of the
+// ids in a constant table (the raw forms: ids in {0, 1}, table [[fill], [0]]; the lengths:
+// ids in [0, T], row L the mask of length L), so each id the input can hold maps to the
+// kernel's mask exactly; from an integer constant it is a param. Any other form or source
+// (the start/end form (2B), (3B + 2), the 4-D Megatron mask, a mask computed in the graph)
+// is not modelled: exit 2 naming the node and the form.
+std::string key_mask(Importer& im, const onnx_import::Node& n, size_t i, size_t k, const char* input,
+                     int64_t b, int64_t s, int64_t t, double fill) {
+  const std::string& v = n.inputs[k];
+  const auto& m = im.shape(v);
+  const std::string where = std::string(input) + " ('" + v + "') of shape " + lnv::to_string(m);
+  enum class Form { lengths, keys, per_query } form;
+  if (m == Shape{b}) form = Form::lengths;
+  else if (m == Shape{b, t}) form = Form::keys;
+  else if (m == Shape{b, s, t}) form = Form::per_query;
+  else if (m.size() == 1 && (m[0] == 2 * b || m[0] == 3 * b + 2))
+    throw ModelError(im.describe(i), where + " is the " + (m[0] == 2 * b ? "end/start positions" : "(3 * batch + 2)") +
+                                         " form, which lnverify does not model; modelled: key lengths [" +
+                                         std::to_string(b) + "], a 0/1 mask [" + std::to_string(b) + ", " +
+                                         std::to_string(t) + "] or [" + std::to_string(b) + ", " +
+                                         std::to_string(s) + ", " + std::to_string(t) + "]");
+  else
+    throw ModelError(im.describe(i), where + " is not a form lnverify models: expected key lengths [" +
+                                         std::to_string(b) + "], a 0/1 mask [" + std::to_string(b) + ", " +
+                                         std::to_string(t) + "] or [" + std::to_string(b) + ", " +
+                                         std::to_string(s) + ", " + std::to_string(t) + "]");
+  const Shape out = form == Form::per_query ? Shape{b, 1, s, t} : Shape{b, 1, 1, t};
+  const std::string name = (n.name.empty() ? n.outputs[0] : n.name) + ".key_mask";
+  // The mask row of length L: fill from key L on.
+  auto row = [&](int64_t len) {
+    std::vector<double> r(size_t(t), 0.0);
+    for (int64_t c = std::max<int64_t>(len, 0); c < t; ++c) r[size_t(c)] = fill;
+    return r;
+  };
+  if (const Initializer* c = im.constant(v)) {
+    if (c->value.is_float()) throw ModelError(im.describe(i), where + " holds floats; expected int32");
+    std::vector<double> values;
+    values.reserve(size_t(lnv::numel(out)));
+    for (size_t e = 0; e < c->value.ints.size(); ++e) {
+      const int64_t x = c->value.ints[e];
+      if (form != Form::lengths) {
+        values.push_back(x > 0 ? 0.0 : fill);
+        continue;
+      }
+      if (x < 0)
+        throw ModelError(im.describe(i), where + " holds the negative key length " + std::to_string(x) +
+                                             " at index " + std::to_string(e));
+      const auto r = row(x);
+      values.insert(values.end(), r.begin(), r.end());
+    }
+    return im.new_param(name, out, std::move(values));
+  }
+  const std::string ids = index_source(im, v);
+  if (ids.empty()) {
+    const int p = im.producer(v);
+    throw ModelError(im.describe(i), where + " is computed by " +
+                                         (p >= 0 ? im.nodes()[size_t(p)].describe(size_t(p)) : std::string("the graph")) +
+                                         "; lnverify models a mask that is an integer graph input (directly or "
+                                         "through a Cast) or an integer constant");
+  }
+  std::vector<double> table;
+  int64_t rows = 2, cols = 1;
+  if (form == Form::lengths) {
+    rows = t + 1;
+    cols = t;
+    for (int64_t len = 0; len <= t; ++len) {
+      const auto r = row(len);
+      table.insert(table.end(), r.begin(), r.end());
+    }
+  } else {
+    table = {fill, 0.0};
+  }
+  Node e = im.node(n, i, Op::embedding, {im.value(ids)}, "key_mask_lookup");
+  e.weight = im.new_param(name + "_table", {rows, cols}, std::move(table));
+  im.note_index_range(ids, rows);
+  Node r = im.node(n, i, Op::reshape, {im.emit(std::move(e))}, "key_mask");
+  r.shape = out;
+  return im.emit(std::move(r));
+}
+
+// [B, len, heads · d] → [B, heads, len, d].
+std::string split_heads(Importer& im, const onnx_import::Node& n, size_t i, const std::string& x,
+                        const Shape& bld, int64_t heads, const std::string& what) {
+  Node r = im.node(n, i, Op::reshape, {x}, what + "_heads");
+  r.shape = {bld[0], bld[1], heads, bld[2] / heads};
+  Node t = im.node(n, i, Op::transpose, {im.emit(std::move(r))}, what + "_transposed");
+  t.perm = {0, 2, 1, 3};
+  return im.emit(std::move(t));
+}
+
+// softmax(scale · q kᵀ + Σ masks) v over heads q [B, H, S, dq], k [B, H, T, dq], v [B, H, T, dv],
+// back to [B, S, H · dv] as the node's output 0. Causal (`unidirectional`): key t is left
+// out of query s's softmax where t > s (its probability exactly 0), the softmax's mask:
+// ONNX Runtime's CPU kernel sets those scores to the float minimum, whatever
+// mask_filter_value is, not to mask_filter_value.
+void attend(Importer& im, const onnx_import::Node& n, size_t i, const std::string& q, const std::string& k,
+            const std::string& v, int64_t b, int64_t s, int64_t t, int64_t dv, double scale,
+            const std::vector<std::string>& masks, bool causal) {
+  Node qk = im.node(n, i, Op::matmul, {q, k}, "scores");
+  qk.transpose_b = true;
+  Node sc = im.node(n, i, Op::scale, {im.emit(std::move(qk))}, "scaled");
+  sc.factor = scale;
+  std::string scores = im.emit(std::move(sc));
+  for (const std::string& m : masks) scores = im.emit(im.node(n, i, Op::add, {scores, m}, "masked"));
+  Node sm = im.node(n, i, Op::softmax, {scores}, "probs");
+  sm.axis = -1;
+  if (causal) {
+    sm.condition_shape = {s, t};
+    for (int64_t r = 0; r < s; ++r)
+      for (int64_t c = 0; c < t; ++c) sm.condition.push_back(c <= r ? 1 : 0);
+  }
+  const std::string ctx = im.emit(im.node(n, i, Op::matmul, {im.emit(std::move(sm)), v}, "context"));
+  Node tr = im.node(n, i, Op::transpose, {ctx}, "context_transposed");
+  tr.perm = {0, 2, 1, 3};
+  Node r = im.node(n, i, Op::reshape, {im.emit(std::move(tr))});
+  r.shape = {b, s, dv};
+  im.emit_final(std::move(r), n.outputs[0]);
+}
+
+int64_t num_heads(Importer& im, const onnx_import::Node& n, size_t i) {
+  const Attribute* a = n.attr("num_heads");
+  if (!a) throw ModelError(im.describe(i), "the required attribute num_heads is missing");
+  if (a->i <= 0) throw ModelError(im.describe(i), "num_heads is " + std::to_string(a->i) + "; expected a positive count");
+  return a->i;
+}
+
+// Attention (packed Q, K, V weights [Din, Dq + Dk + Dv] and bias): the three projections
+// (`matmul` by a slice of the weights, `add` of the bias slice), then `attend`. past,
+// attention_bias, past_sequence_length, rotary embeddings and a read `present` are not
+// modelled: exit 2 naming the node and the input (they change the result).
 void map_attention(Importer& im, const onnx_import::Node& n, size_t i) {
   auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
-  if (given(3)) return im.opaque(i, "Attention with a mask_index (not modelled)");
-  if (given(4) || given(6) || im.used(n, 1)) return im.opaque(i, "Attention with past or present state (not modelled)");
-  if (given(5)) return im.opaque(i, "Attention with an attention_bias (not modelled)");
-  if (im.attr_i(n, "do_rotary", 0) != 0) return im.opaque(i, "Attention with rotary embeddings (not modelled)");
+  if (given(4) || given(6) || im.used(n, 1))
+    throw ModelError(im.describe(i), "past or present state (input past, past_sequence_length or output present) "
+                                     "is not modelled; lnverify reads Attention without a key/value cache");
+  if (given(5)) throw ModelError(im.describe(i), "attention_bias ('" + n.inputs[5] + "') is not modelled");
+  if (im.attr_i(n, "do_rotary", 0) != 0) throw ModelError(im.describe(i), "do_rotary (rotary embeddings) is not modelled");
+  const int64_t heads = num_heads(im, n, i);
   if (!im.is_constant(n.inputs[1]) || (given(2) && !im.is_constant(n.inputs[2])))
     return im.opaque(i, "Attention whose weights or bias are not constants");
   const auto& x = im.shape(n.inputs[0]);
@@ -226,9 +375,8 @@ void map_attention(Importer& im, const onnx_import::Node& n, size_t i) {
     throw ModelError(im.describe(i), "weights ('" + n.inputs[1] + "') of shape " + lnv::to_string(w) +
                                          " do not fit an input of shape " + lnv::to_string(x) +
                                          "; expected [" + std::to_string(x.size() == 3 ? x[2] : 0) + ", 3 * hidden]");
-  const int64_t heads = im.attr_i(n, "num_heads", 0);
   std::vector<int64_t> sizes = im.attr_ints(n, "qkv_hidden_sizes", {w[1] / 3, w[1] / 3, w[1] / 3});
-  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != w[1] || sizes[0] != sizes[1] || heads <= 0 ||
+  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != w[1] || sizes[0] != sizes[1] ||
       sizes[0] % heads != 0 || sizes[2] % heads != 0)
     throw ModelError(im.describe(i), "num_heads " + std::to_string(heads) + " and qkv_hidden_sizes " +
                                          lnv::to_string(sizes) + " do not split the weights' " +
@@ -237,51 +385,128 @@ void map_attention(Importer& im, const onnx_import::Node& n, size_t i) {
     throw ModelError(im.describe(i), "bias ('" + n.inputs[2] + "') has " + std::to_string(im.numel(n.inputs[2])) +
                                          " elements; expected " + std::to_string(w[1]));
   const int64_t b = x[0], s = x[1], din = x[2];
+  const double fill = im.attr_f(n, "mask_filter_value", -10000.0);
+  std::vector<std::string> masks;
+  if (given(3)) masks.push_back(key_mask(im, n, i, 3, "mask_index", b, s, s, fill));
   const std::vector<double> wv = im.floats(n.inputs[1]);
   const std::vector<double> bv = given(2) ? im.floats(n.inputs[2]) : std::vector<double>{};
   const std::string name = n.name.empty() ? n.outputs[0] : n.name;
   const std::string in = im.value(n.inputs[0]);
   // One projection into heads: [B, H, S, head], from columns [from, from + cols).
-  auto project = [&](const char* what, int64_t from, int64_t cols) {
+  auto project = [&](const std::string& what, int64_t from, int64_t cols) {
     std::vector<double> wk(size_t(din * cols));
     for (int64_t r = 0; r < din; ++r)
       for (int64_t c = 0; c < cols; ++c) wk[size_t(r * cols + c)] = wv[size_t(r * w[1] + from + c)];
     std::string p = im.emit(im.node(n, i, Op::matmul, {in, im.new_param(name + "." + what + "_weight", {din, cols}, wk)},
-                                    std::string(what) + "_proj"));
+                                    what + "_proj"));
     if (!bv.empty()) {
       std::vector<double> bk(bv.begin() + from, bv.begin() + from + cols);
-      p = im.emit(im.node(n, i, Op::add, {p, im.new_param(name + "." + what + "_bias", {cols}, bk)},
-                          std::string(what) + "_bias"));
+      p = im.emit(im.node(n, i, Op::add, {p, im.new_param(name + "." + what + "_bias", {cols}, bk)}, what + "_bias"));
     }
-    Node r = im.node(n, i, Op::reshape, {p}, std::string(what) + "_heads");
-    r.shape = {b, s, heads, cols / heads};
-    Node t = im.node(n, i, Op::transpose, {im.emit(std::move(r))}, std::string(what) + "_transposed");
-    t.perm = {0, 2, 1, 3};
-    return im.emit(std::move(t));
+    return split_heads(im, n, i, p, {b, s, cols}, heads, what);
   };
   const std::string q = project("q", 0, sizes[0]);
   const std::string k = project("k", sizes[0], sizes[1]);
   const std::string v = project("v", sizes[0] + sizes[1], sizes[2]);
-  Node qk = im.node(n, i, Op::matmul, {q, k}, "scores");
-  qk.transpose_b = true;
-  Node sc = im.node(n, i, Op::scale, {im.emit(std::move(qk))}, "scaled");
-  sc.factor = im.attr_f(n, "scale", 1.0 / std::sqrt(double(sizes[0] / heads)));
-  std::string scores = im.emit(std::move(sc));
-  if (im.attr_i(n, "unidirectional", 0) != 0) {
-    const double fill = im.attr_f(n, "mask_filter_value", -10000.0);
-    std::vector<double> mask(size_t(s * s), 0.0);
-    for (int64_t r = 0; r < s; ++r)
-      for (int64_t c = r + 1; c < s; ++c) mask[size_t(r * s + c)] = fill;
-    scores = im.emit(im.node(n, i, Op::add, {scores, im.new_param(name + ".causal_mask", {s, s}, mask)}, "masked"));
+  attend(im, n, i, q, k, v, b, s, s, sizes[2],
+         im.attr_f(n, "scale", 1.0 / std::sqrt(double(sizes[0] / heads))), masks,
+         im.attr_i(n, "unidirectional", 0) != 0);
+}
+
+// MultiHeadAttention (query [B, S, D], key [B, T, D], value [B, T, Dv], projected already;
+// or packed QKV in query [B, S, N, 3, H] with key and value absent; or packed KV in key
+// [B, T, N, 2, H] with value absent): bias (D + D + Dv) added to Q, K and V, then `attend`.
+// past_key / past_value (and key given as past_key), attention_bias, cache_indirection and
+// the present / qk outputs are not modelled: exit 2 naming the node and the input.
+void map_multi_head_attention(Importer& im, const onnx_import::Node& n, size_t i) {
+  auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
+  static const char* const kUnmodelled[] = {nullptr, nullptr, nullptr, nullptr, nullptr, "attention_bias",
+                                            "past_key", "past_value", "past_sequence_length", "cache_indirection"};
+  for (size_t k = 5; k < n.inputs.size() && k < 10; ++k)
+    if (given(k)) throw ModelError(im.describe(i), std::string(kUnmodelled[k]) + " ('" + n.inputs[k] + "') is not modelled");
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (im.used(n, k))
+      throw ModelError(im.describe(i), "output " + std::to_string(k) + " ('" + n.outputs[k] +
+                                           "', present_key, present_value or qk) is read; it is not modelled");
+  const int64_t heads = num_heads(im, n, i);
+  const auto& qs = im.shape(n.inputs[0]);
+  const std::string name = n.name.empty() ? n.outputs[0] : n.name;
+  // Slice `what` (0, 1, 2) of a packed [B, len, N, parts, H] input as [B, len, N · H].
+  auto unpack = [&](size_t k, int64_t part, const std::string& what) {
+    const auto& p = im.shape(n.inputs[k]);
+    Node sl = im.node(n, i, Op::slice, {im.value(n.inputs[k])}, what + "_unpacked");
+    sl.axes = {3};
+    sl.starts = {part};
+    sl.ends = {part + 1};
+    Node r = im.node(n, i, Op::reshape, {im.emit(std::move(sl))}, what + "_packed_rows");
+    r.shape = {p[0], p[1], p[2] * p[4]};
+    return im.emit(std::move(r));
+  };
+  std::string q, k, v;
+  Shape qd, kd, vd;  // [B, len, hidden] of each
+  if (qs.size() == 5) {
+    if (given(1) || given(2) || qs[3] != 3 || qs[2] != heads)
+      throw ModelError(im.describe(i), "query ('" + n.inputs[0] + "') of shape " + lnv::to_string(qs) +
+                                           " is packed QKV only as [batch, sequence, num_heads (" +
+                                           std::to_string(heads) + "), 3, head_size] with key and value absent");
+    q = unpack(0, 0, "q"), k = unpack(0, 1, "k"), v = unpack(0, 2, "v");
+    qd = kd = vd = {qs[0], qs[1], qs[2] * qs[4]};
+  } else if (qs.size() == 3 && given(1) && im.shape(n.inputs[1]).size() == 5 && !given(2)) {
+    const auto& ks = im.shape(n.inputs[1]);
+    if (ks[0] != qs[0] || ks[2] != heads || ks[3] != 2 || ks[2] * ks[4] != qs[2])
+      throw ModelError(im.describe(i), "key ('" + n.inputs[1] + "') of shape " + lnv::to_string(ks) +
+                                           " is not packed KV [batch, kv_sequence, num_heads (" +
+                                           std::to_string(heads) + "), 2, head_size] for a query of shape " +
+                                           lnv::to_string(qs));
+    q = im.value(n.inputs[0]), k = unpack(1, 0, "k"), v = unpack(1, 1, "v");
+    qd = qs;
+    kd = vd = {ks[0], ks[1], ks[2] * ks[4]};
+  } else {
+    if (qs.size() != 3 || !given(1) || !given(2))
+      throw ModelError(im.describe(i), "query ('" + n.inputs[0] + "') of shape " + lnv::to_string(qs) +
+                                           " with key " + (given(1) ? "given" : "absent") + " and value " + (given(2) ? "given" : "absent") +
+                                           ": lnverify models query, key and value of rank 3, packed QKV in query, or "
+                                           "packed KV in key");
+    kd = im.shape(n.inputs[1]), vd = im.shape(n.inputs[2]);
+    if (kd.size() != 3 || vd.size() != 3 || kd[0] != qs[0] || vd[0] != qs[0] || kd[1] != vd[1] || kd[2] != qs[2])
+      throw ModelError(im.describe(i), "key ('" + n.inputs[1] + "') of shape " + lnv::to_string(kd) + " and value ('" +
+                                           n.inputs[2] + "') of shape " + lnv::to_string(vd) +
+                                           " do not fit a query of shape " + lnv::to_string(qs) +
+                                           " (key and value [batch, kv_sequence, ...], key's hidden size the query's; "
+                                           "a key of rank 4 is past_key, not modelled)");
+    q = im.value(n.inputs[0]), k = im.value(n.inputs[1]), v = im.value(n.inputs[2]);
+    qd = qs;
   }
-  Node sm = im.node(n, i, Op::softmax, {scores}, "probs");
-  sm.axis = -1;
-  const std::string ctx = im.emit(im.node(n, i, Op::matmul, {im.emit(std::move(sm)), v}, "context"));
-  Node t = im.node(n, i, Op::transpose, {ctx}, "context_transposed");
-  t.perm = {0, 2, 1, 3};
-  Node r = im.node(n, i, Op::reshape, {im.emit(std::move(t))});
-  r.shape = {b, s, sizes[2]};
-  im.emit_final(std::move(r), n.outputs[0]);
+  if (qd[2] % heads != 0 || vd[2] % heads != 0)
+    throw ModelError(im.describe(i), "num_heads " + std::to_string(heads) + " does not divide the hidden sizes " +
+                                         std::to_string(qd[2]) + " (query, key) and " + std::to_string(vd[2]) + " (value)");
+  if (given(3)) {
+    if (!im.is_constant(n.inputs[3])) return im.opaque(i, "MultiHeadAttention whose bias is not a constant");
+    const int64_t want = qd[2] + kd[2] + vd[2];
+    if (im.numel(n.inputs[3]) != want)
+      throw ModelError(im.describe(i), "bias ('" + n.inputs[3] + "') has " + std::to_string(im.numel(n.inputs[3])) +
+                                           " elements; expected " + std::to_string(want) + " (query, key, value hidden sizes)");
+    const std::vector<double> bv = im.floats(n.inputs[3]);
+    auto add_bias = [&](std::string& x, int64_t from, int64_t cols, const std::string& what) {
+      std::vector<double> part(bv.begin() + from, bv.begin() + from + cols);
+      x = im.emit(im.node(n, i, Op::add, {x, im.new_param(name + "." + what + "_bias", {cols}, std::move(part))},
+                          what + "_bias"));
+    };
+    add_bias(q, 0, qd[2], "q");
+    add_bias(k, qd[2], kd[2], "k");
+    add_bias(v, qd[2] + kd[2], vd[2], "v");
+  }
+  const int64_t b = qd[0], s = qd[1], t = kd[1];
+  const bool causal = im.attr_i(n, "unidirectional", 0) != 0;
+  if (causal && s != t)
+    throw ModelError(im.describe(i), "unidirectional with a query of " + std::to_string(s) + " positions and keys of " +
+                                         std::to_string(t) + " is not modelled (only self-attention lengths)");
+  const double fill = im.attr_f(n, "mask_filter_value", -10000.0);
+  std::vector<std::string> masks;
+  if (given(4)) masks.push_back(key_mask(im, n, i, 4, "key_padding_mask", b, s, t, fill));
+  attend(im, n, i, split_heads(im, n, i, q, qd, heads, "q"), split_heads(im, n, i, k, kd, heads, "k"),
+         split_heads(im, n, i, v, vd, heads, "v"), b, s, t, vd[2],
+         im.attr_f(n, "scale", 1.0 / std::sqrt(double(qd[2] / heads))), masks, causal);
 }
 
 }  // namespace
@@ -291,7 +516,7 @@ const std::map<std::string, Mapper>& contrib_mappers() {
       {"Gelu", map_gelu},           {"BiasGelu", map_bias_gelu},   {"FastGelu", map_fast_gelu},
       {"QuickGelu", map_quick_gelu}, {"BiasAdd", map_bias_add},     {"BiasSoftmax", map_bias_softmax},
       {"FusedMatMul", map_fused_matmul}, {"FusedGemm", map_fused_gemm},
-      {"Attention", map_attention},
+      {"Attention", map_attention}, {"MultiHeadAttention", map_multi_head_attention},
   };
   return kMappers;
 }

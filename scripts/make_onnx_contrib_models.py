@@ -11,8 +11,8 @@ contrib operator documentation declares them. The expected outputs are ONNX Runt
 (tools/ort_run.js, onnxruntime-node). Where ONNX Runtime has no CPU kernel for the op
 (BiasSoftmax, BiasAdd are CUDA/ROCm-only), they come from ONNX Runtime running the op's
 documented unfused composition instead; the case's `reference.onnx` is that graph. Cases
-ending in `_audit` hold ops lnverify leaves opaque (MultiHeadAttention, Attention with a
-mask_index, FusedGemm with LeakyRelu), for the audit tests.
+ending in `_audit` hold ops lnverify leaves opaque or cannot shape (FusedGemm with
+LeakyRelu, com.microsoft.Inverse), for the audit tests.
 """
 import os
 import shutil
@@ -216,6 +216,13 @@ def embed_norms():
          [("ids", ids), ("pos_ids", pos)])
 
 
+def int_inputs(m, ins):
+    for name, a in ins:
+        kind = TensorProto.INT32 if a.dtype == np.int32 else TensorProto.INT64
+        m.graph.input.append(helper.make_tensor_value_info(name, kind, a.shape))
+    return m
+
+
 def attentions():
     x = rand(2, 3, 8)
     w, wb = rand(8, 24), rand(24)
@@ -228,26 +235,152 @@ def attentions():
         inits = [init("w", weights[0])] + ([init("wb", weights[1])] if weights[1] is not None else [])
         n = helper.make_node("Attention", ins, ["y"], name="attn", domain=MS, num_heads=2, **attrs)
         case(name, model([n], [("x", x)], ["y"], inits), [("x", x)])
-    mask = np.array([[1, 1, 0], [1, 1, 1]], dtype=np.int32)
-    n = helper.make_node("Attention", ["x", "w", "wb", "mask"], ["y"], name="attn", domain=MS, num_heads=2)
-    g = model([n], [("x", x)], ["y"], [init("w", w), init("wb", wb)])
-    g.graph.initializer.append(numpy_helper.from_array(mask, "mask"))
-    case("attention_mask_audit", g, [("x", x)])
+    # mask_index in the forms lnverify models, each with a padded batch row: key lengths
+    # (batch), with a row of length 0 (every key masked) under mask_filter_value -3; the raw
+    # (batch, total) mask, int64 cast to int32 as ONNX Runtime's transformer optimizer
+    # writes it; the (batch, seq, total) mask; a constant mask. A mask_filter_value of -3
+    # (not -10000) makes the masked keys count, so the additive mask is tested, not a hard
+    # one; with unidirectional it tells the causal mask (hard in ONNX Runtime's CPU kernel)
+    # from the key mask. (A row of length 0 under -10000 is left out: ONNX Runtime's float32
+    # scores s - 10000 keep s to 2^-10 only.)
+    xm = rand(3, 4, 8)
+    lengths = np.array([2, 4, 1], dtype=np.int32)
+    raw = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0]], dtype=np.int64)
+    per_query = np.array([[[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]],
+                          [[1, 1, 1, 1]] * 4, [[0, 1, 1, 0]] * 4], dtype=np.int32)
+    inits = [init("w", w), init("wb", wb)]
+    for name, mask, attrs in [("attention_mask_lengths", lengths, {}),
+                              ("attention_mask_lengths_filter", np.array([2, 4, 0], dtype=np.int32),
+                               {"mask_filter_value": -3.0}),
+                              ("attention_mask_raw", raw, {}),
+                              ("attention_mask_raw_filter_unidirectional", raw,
+                               {"mask_filter_value": -3.0, "unidirectional": 1}),
+                              ("attention_mask_3d", per_query, {"mask_filter_value": -3.0})]:
+        nodes = [helper.make_node("Attention", ["x", "w", "wb", "mask32" if mask.dtype == np.int64 else "mask"], ["y"],
+                                  name="attn", domain=MS, num_heads=2, **attrs)]
+        if mask.dtype == np.int64:
+            nodes.insert(0, helper.make_node("Cast", ["mask"], ["mask32"], name="mask_cast", to=TensorProto.INT32))
+        case(name, int_inputs(model(nodes, [("x", xm)], ["y"], inits), [("mask", mask)]),
+             [("x", xm), ("mask", mask)])
+    n = helper.make_node("Attention", ["x", "w", "wb", "mask"], ["y"], name="attn", domain=MS, num_heads=2,
+                         mask_filter_value=-3.0)
+    g = model([n], [("x", xm)], ["y"], inits)
+    g.graph.initializer.append(numpy_helper.from_array(raw.astype(np.int32), "mask"))
+    case("attention_mask_constant", g, [("x", xm)])
+
+
+def multi_head_attentions():
+    # MultiHeadAttention of projections computed in the graph (x -> MatMul -> q, k, v ->
+    # MHA -> MatMul), with and without bias; cross attention (3 queries, 5 keys) with each
+    # key_padding_mask form; unidirectional; a scale; packed QKV and packed KV.
+    x, mem = rand(2, 3, 8), rand(2, 5, 8)
+    wq, wk, wv, wo, bias = rand(8, 8), rand(8, 8), rand(8, 8), rand(8, 8), rand(24)
+    proj = lambda src: [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+                        helper.make_node("MatMul", [src, "wk"], ["k"], name="k_proj"),
+                        helper.make_node("MatMul", [src, "wv"], ["v"], name="v_proj")]
+    weights = [init("wq", wq), init("wk", wk), init("wv", wv), init("wo", wo)]
+    out = helper.make_node("MatMul", ["att", "wo"], ["y"], name="out_proj")
+    for name, src, extra, attrs, mask in [
+            ("mha", "x", [], {}, None),
+            ("mha_bias", "x", ["bias"], {}, None),
+            ("mha_unidirectional", "x", ["bias"], {"unidirectional": 1, "mask_filter_value": -3.0}, None),
+            ("mha_scale", "x", [], {"scale": 0.2}, None),
+            ("mha_cross_mask_lengths", "mem", ["bias"], {"mask_filter_value": -3.0},
+             np.array([5, 2], dtype=np.int32)),
+            ("mha_cross_mask_raw", "mem", ["", "mask"], {"mask_filter_value": -3.0},
+             np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], dtype=np.int32)),
+            ("mha_cross_mask_3d", "mem", ["bias", "mask"], {},
+             np.array([[[1, 1, 0, 0, 0]] * 3, [[1, 1, 1, 1, 0]] * 3], dtype=np.int32))]:
+        if mask is not None and len(extra) == 1:
+            extra = extra + ["mask"]
+        n = helper.make_node("MultiHeadAttention", ["q", "k", "v"] + extra, ["att"], name="mha", domain=MS,
+                             num_heads=2, **attrs)
+        ins = [("x", x)] + ([("mem", mem)] if src == "mem" else [])
+        m = model(proj(src) + [n, out], ins, ["y"], weights + ([init("bias", bias)] if "bias" in extra else []))
+        case(name, int_inputs(m, [("mask", mask)]) if mask is not None else m,
+             ins + ([("mask", mask)] if mask is not None else []))
+    # Packed QKV: query [B, S, N, 3, H]; packed KV: key [B, T, N, 2, H]. ONNX Runtime's CPU
+    # kernel does not run them: the reference slices the parts out and runs the unpacked op.
+    def unpacked(src, parts, rows):
+        nodes, names = [], []
+        for p, part in enumerate(parts):
+            nodes += [helper.make_node("Slice", [src, f"start{p}", f"end{p}", "axis3"], [f"{part}5"]),
+                      helper.make_node("Reshape", [f"{part}5", f"rows_{rows}"], [part])]
+            names.append(part)
+        return nodes, names
+
+    consts = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in
+              [("start0", 0), ("end0", 1), ("start1", 1), ("end1", 2), ("start2", 2), ("end2", 3), ("axis3", 3)]]
+    consts += [numpy_helper.from_array(np.array([2, t, 8], np.int64), f"rows_{t}") for t in (3, 5)]
+    qkv = rand(2, 3, 2, 3, 4)
+    n = helper.make_node("MultiHeadAttention", ["qkv"], ["y"], name="mha", domain=MS, num_heads=2)
+    nodes, names = unpacked("qkv", ["q", "k", "v"], 3)
+    ref = model(nodes + [helper.make_node("MultiHeadAttention", names, ["y"], domain=MS, num_heads=2)],
+                [("qkv", qkv)], ["y"], consts)
+    case("mha_packed_qkv", model([n], [("qkv", qkv)], ["y"]), [("qkv", qkv)], ref)
+    kv = rand(2, 5, 2, 2, 4)
+    n = helper.make_node("MultiHeadAttention", ["x", "kv"], ["y"], name="mha", domain=MS, num_heads=2)
+    nodes, names = unpacked("kv", ["k", "v"], 5)
+    ref = model(nodes + [helper.make_node("MultiHeadAttention", ["x"] + names, ["y"], domain=MS, num_heads=2)],
+                [("x", x), ("kv", kv)], ["y"], consts)
+    case("mha_packed_kv", model([n], [("x", x), ("kv", kv)], ["y"]), [("x", x), ("kv", kv)], ref)
+
+
+def bert_audit():
+    # A small BERT layer as ONNX Runtime's transformer optimizer writes one: word and
+    # position lookups, LN, Attention with the int64 attention mask cast to int32 (its raw
+    # (batch, sequence) form), output projection, residual, LN, BiasGelu FFN, residual, LN.
+    # model_without_mask.onnx is the same graph with no mask: the audit tests hold the LN
+    # verdicts of the two equal.
+    ids = np.array([[3, 7, 1, 9, 0, 0], [5, 2, 8, 4, 6, 1]], dtype=np.int64)
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=np.int64)
+    d, f = 16, 32
+    inits = [init("word", rand(20, d)), init("pos", rand(6, d)), init("w_qkv", 0.3 * rand(d, 3 * d)),
+             init("b_qkv", 0.1 * rand(3 * d)), init("wo", 0.3 * rand(d, d)), init("bo", 0.1 * rand(d)),
+             init("w1", 0.3 * rand(d, f)), init("b1", 0.1 * rand(f)), init("w2", 0.3 * rand(f, d)),
+             init("b2", 0.1 * rand(d))]
+    for k in range(3):
+        inits += [init(f"gamma{k}", 1 + 0.1 * rand(d)), init(f"beta{k}", 0.1 * rand(d))]
+
+    def layer(masked):
+        att_in = ["h0", "w_qkv", "b_qkv"] + (["mask32"] if masked else [])
+        nodes = [helper.make_node("Gather", ["word", "ids"], ["tok"], name="word_lookup"),
+                 helper.make_node("Add", ["tok", "pos"], ["emb"], name="add_pos"),
+                 helper.make_node("LayerNormalization", ["emb", "gamma0", "beta0"], ["h0"], name="ln_emb", axis=-1),
+                 helper.make_node("Attention", att_in, ["att"], name="attn", domain=MS, num_heads=2),
+                 helper.make_node("MatMul", ["att", "wo"], ["o"], name="out_proj"),
+                 helper.make_node("Add", ["o", "bo"], ["ob"], name="out_bias"),
+                 helper.make_node("Add", ["ob", "h0"], ["r1"], name="residual1"),
+                 helper.make_node("LayerNormalization", ["r1", "gamma1", "beta1"], ["h1"], name="ln_att", axis=-1),
+                 helper.make_node("MatMul", ["h1", "w1"], ["u"], name="ffn_in"),
+                 helper.make_node("BiasGelu", ["u", "b1"], ["g"], name="ffn_gelu", domain=MS),
+                 helper.make_node("MatMul", ["g", "w2"], ["z"], name="ffn_out"),
+                 helper.make_node("Add", ["z", "b2"], ["zb"], name="ffn_bias"),
+                 helper.make_node("Add", ["zb", "h1"], ["r2"], name="residual2"),
+                 helper.make_node("LayerNormalization", ["r2", "gamma2", "beta2"], ["y"], name="ln_ffn", axis=-1)]
+        if masked:
+            nodes.insert(3, helper.make_node("Cast", ["mask"], ["mask32"], name="mask_cast", to=TensorProto.INT32))
+        return int_inputs(model(nodes, [], ["y"], inits), [("ids", ids)] + ([("mask", mask)] if masked else []))
+
+    case("bert_mask_audit", layer(True), [("ids", ids), ("mask", mask)])
+    plain = layer(False)
+    plain.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, d]))
+    onnx.save(plain, os.path.join(OUT, "bert_mask_audit", "model_without_mask.onnx"))
 
 
 def unshaped_audit():
-    # x -> LN a (a graph output); x -> MultiHeadAttention -> + x -> LN b: lnverify has no
-    # schema for MultiHeadAttention, so its output shape is unknown: LN b is a "no" naming
-    # it and LN a keeps its verdict.
-    x = rand(2, 3, 8)
+    # x -> LN a (a graph output); x -> Inverse -> + x -> LN b: lnverify has no schema for
+    # com.microsoft.Inverse, so its output shape is unknown: LN b is a "no" naming it and
+    # LN a keeps its verdict.
+    x = rand(2, 8, 8)
     g, be = 1 + 0.1 * rand(8), 0.1 * rand(8)
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc"),
              helper.make_node("LayerNormalization", ["h", "gamma", "beta"], ["ya"], name="ln_a", axis=-1),
-             helper.make_node("MultiHeadAttention", ["x", "x", "x"], ["att"], name="mha", domain=MS, num_heads=2),
-             helper.make_node("Add", ["att", "x"], ["r"], name="residual"),
+             helper.make_node("Inverse", ["x"], ["inv"], name="inverse", domain=MS),
+             helper.make_node("Add", ["inv", "x"], ["r"], name="residual"),
              helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["yb"], name="ln_b", axis=-1)]
-    case("mha_unshaped_audit", model(nodes, [("x", x)], ["ya", "yb"],
-                                     [init("w0", rand(8, 8)), init("gamma", g), init("beta", be)]), [("x", x)])
+    case("inverse_unshaped_audit", model(nodes, [("x", x)], ["ya", "yb"],
+                                         [init("w0", rand(8, 8)), init("gamma", g), init("beta", be)]), [("x", x)])
 
 
 if __name__ == "__main__":
@@ -259,4 +392,6 @@ if __name__ == "__main__":
     norms()
     embed_norms()
     attentions()
+    multi_head_attentions()
+    bert_audit()
     unshaped_audit()

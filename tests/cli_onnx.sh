@@ -40,6 +40,14 @@ B="$ROOT/tests/data/onnx/bert_tiny_opset14.onnx"
 run "check of the post-norm nn.TransformerEncoder export" 0 "$LNV" check "$B" --dim batch=2 --dim seq=8 --trials 1 --forced-folds 4
 has "post-norm: the embedding LN fold is exact" "holds +ln_exact +/emb_norm/LayerNormalization"
 has "post-norm: 1 fold, 4 tight, the plan" "result: holds \(6 hold, 0 fail, 0 inconclusive\)"
+# A BERT layer as ONNX Runtime fuses it: Attention reading the int64 attention mask cast to
+# int32 (random 0/1 masks for the check): the embedding LN folds, the two others are tight.
+A="$ROOT/tests/data/onnx/contrib/bert_mask_audit/model.onnx"
+for mode in inference training; do
+  run "check of an Attention with a mask ($mode)" 0 "$LNV" check "$A" --mode $mode
+  has "Attention with a mask ($mode): the embedding LN fold is exact" "holds +ln_exact +ln_emb"
+  has "Attention with a mask ($mode): 1 fold, 2 tight, the plan" "result: holds \(4 hold, 0 fail, 0 inconclusive\)"
+done
 
 # --- import ------------------------------------------------------------------------------
 run "import x.onnx -o y.json" 0 "$LNV" import "$M" --dim batch=2 -o "$T/m.json"

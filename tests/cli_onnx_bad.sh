@@ -279,6 +279,55 @@ contrib_bad "Gelu with an attribute it lacks" c_unknown_attr.onnx "Unrecognized 
 has "Gelu with an attribute it lacks: names the node" "Name: gelu OpType: Gelu"
 contrib_bad "BiasSoftmax without is_inner_broadcast" c_softmax_no_broadcast.onnx "Required attribute 'is_inner_broadcast' is missing"
 has "BiasSoftmax without is_inner_broadcast: names the node" "Name: bsm OpType: BiasSoftmax"
+
+# --- Attention and MultiHeadAttention: a mask_index form or an input lnverify does not
+# model, a missing input, num_heads that do not split the hidden size ----------------------
+/usr/bin/python3 - "$T" <<'PY' || bad "building the bad attention models"
+import os, sys
+import numpy as np
+from onnx import helper as h, numpy_helper, TensorProto as TP
+out = sys.argv[1]
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(np.asarray(a, np.float32), n)
+MS = "com.microsoft"
+qkv = [t("w", rng.standard_normal((8, 24))), t("wb", rng.standard_normal(24))]
+
+
+def save(name, nodes, inits, ints=(), floats=(("x", [2, 3, 8]),)):
+    ins = [h.make_tensor_value_info(n, TP.FLOAT, s) for n, s in floats]
+    ins += [h.make_tensor_value_info(n, TP.INT32, s) for n, s in ints]
+    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("y", TP.FLOAT, [2, 3, 8])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+att = lambda ins, **a: h.make_node("Attention", ins, ["y"], name="attn", domain=MS, **{"num_heads": 2, **a})
+mha = lambda ins, **a: h.make_node("MultiHeadAttention", ins, ["y"], name="mha", domain=MS, **{"num_heads": 2, **a})
+save("a_end_start.onnx", [att(["x", "w", "wb", "mask"])], qkv, ints=[("mask", [4])])
+save("a_megatron.onnx", [att(["x", "w", "wb", "mask"])], qkv, ints=[("mask", [2, 1, 3, 3])])
+save("a_computed.onnx", [h.make_node("ReduceSum", ["m2", "axis1"], ["mask"], name="mask_sum", keepdims=0),
+                         att(["x", "w", "wb", "mask"])],
+     qkv + [numpy_helper.from_array(np.array([1], np.int64), "axis1")], ints=[("m2", [2, 3])])
+save("a_past.onnx", [att(["x", "w", "wb", "", "past"])], qkv, floats=[("x", [2, 3, 8]), ("past", [2, 2, 2, 1, 4])])
+save("a_missing.onnx", [att(["x"])], [])
+save("a_heads.onnx", [att(["x", "w", "wb"], num_heads=3)], qkv)
+save("m_heads.onnx", [mha(["x", "x", "x"], num_heads=3)], [])
+save("m_no_value.onnx", [mha(["x", "x"])], [])
+save("m_attention_bias.onnx", [mha(["x", "x", "x", "", "", "ab"])], [], floats=[("x", [2, 3, 8]), ("ab", [1, 2, 3, 3])])
+save("m_end_start.onnx", [mha(["x", "x", "x", "", "mask"])], [], ints=[("mask", [4])])
+PY
+contrib_bad "Attention mask_index of end/start positions" a_end_start.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask'\) of shape \[4\] is the end/start positions form, which lnverify does not model"
+contrib_bad "Attention mask_index of Megatron's 4-D form" a_megatron.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask'\) of shape \[2, 1, 3, 3\] is not a form lnverify models"
+contrib_bad "Attention mask_index computed in the graph" a_computed.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask'\) of shape \[2\] is computed by node 'mask_sum' \(ReduceSum\)"
+contrib_bad "Attention with past" a_past.onnx "node 'attn' \(com.microsoft.Attention\): past or present state .* is not modelled"
+contrib_bad "Attention without weights" a_missing.onnx "Node \(attn\) has input size 1 not in range \[min=2, max=7\]"
+contrib_bad "Attention num_heads 3 on hidden 8" a_heads.onnx "node 'attn' \(com.microsoft.Attention\): num_heads 3 and qkv_hidden_sizes \[8, 8, 8\] do not split"
+contrib_bad "MultiHeadAttention num_heads 3 on hidden 8" m_heads.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): num_heads 3 does not divide the hidden sizes 8"
+contrib_bad "MultiHeadAttention without value" m_no_value.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): query \('x'\) of shape \[2, 3, 8\] with key given and value absent"
+contrib_bad "MultiHeadAttention attention_bias" m_attention_bias.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): attention_bias \('ab'\) is not modelled"
+contrib_bad "MultiHeadAttention key_padding_mask of end/start positions" m_end_start.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): key_padding_mask \('mask'\) of shape \[4\] is the end/start positions form"
 E="$ROOT/tests/data/onnx/contrib/embed_layer_norm_position_ids/model.onnx"
 run "fold of a foldable EmbedLayerNormalization" 2 "$LNV" fold "$E" -o "$T/emb.onnx"
 has "EmbedLayerNormalization: says to fold before the transformer optimizer" "norm 'emb' \(com.microsoft.EmbedLayerNormalization\): the ONNX writer does not rewrite it"

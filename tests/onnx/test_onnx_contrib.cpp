@@ -76,14 +76,14 @@ TEST_P(Contrib, AgreesWithOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(Cases, Contrib, testing::ValuesIn(cases(false)),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
-TEST(ContribCases, AreFound) { EXPECT_GE(cases(false).size(), 25u); }
+TEST(ContribCases, AreFound) { EXPECT_GE(cases(false).size(), 45u); }
 
-// MultiHeadAttention's output shape is not inferred (lnverify has no schema for it): the
+// com.microsoft.Inverse's output shape is not inferred (lnverify has no schema for it): the
 // LN reading it (through the residual Add) is a "no" naming the node and its op, the LN
 // beside it keeps its verdict, and the graph output computed from it is left out (the LN
 // after it is an output instead).
 TEST(ContribAudit, AnOpWithoutShapeSinksOnlyTheNormsAfterIt) {
-  const lnv::Graph g = import_onnx(kDir / "mha_unshaped_audit/model.onnx", {});
+  const lnv::Graph g = import_onnx(kDir / "inverse_unshaped_audit/model.onnx", {});
   for (lnv::Mode mode : {lnv::Mode::inference, lnv::Mode::training}) {
     const lnv::FoldPlan plan = lnv::detect_foldable(g, mode);
     ASSERT_EQ(plan.layer_norms.size(), 2u);
@@ -94,14 +94,14 @@ TEST(ContribAudit, AnOpWithoutShapeSinksOnlyTheNormsAfterIt) {
     EXPECT_TRUE(a.foldable[size_t(mode)]) << a.reason[size_t(mode)];
     EXPECT_FALSE(b.foldable[size_t(mode)]);
     EXPECT_TRUE(b.opaque);
-    EXPECT_NE(b.reason[size_t(mode)].find("`mha`"), std::string::npos) << b.reason[size_t(mode)];
-    EXPECT_NE(b.reason[size_t(mode)].find("com.microsoft.MultiHeadAttention"), std::string::npos) << b.reason[size_t(mode)];
+    EXPECT_NE(b.reason[size_t(mode)].find("`inverse`"), std::string::npos) << b.reason[size_t(mode)];
+    EXPECT_NE(b.reason[size_t(mode)].find("com.microsoft.Inverse"), std::string::npos) << b.reason[size_t(mode)];
   }
   // The file's output computed from it (yb) is left out; the norm after it is an output.
   EXPECT_EQ(g.outputs, (std::vector<std::string>{"ln_a", "ln_b"}));
   const auto meta = nlohmann::json::parse(g.meta);
   EXPECT_EQ(meta["onnx"]["outputs"].size(), 1u) << meta["onnx"]["outputs"].dump();
-  EXPECT_NE(meta["onnx"]["opaque"]["mha"].get<std::string>().find("output shape is unknown"), std::string::npos)
+  EXPECT_NE(meta["onnx"]["opaque"]["inverse"].get<std::string>().find("output shape is unknown"), std::string::npos)
       << meta["onnx"]["opaque"].dump();
 }
 
@@ -135,13 +135,61 @@ TEST(ContribAudit, EmbedLayerNormalizationIsANormOfLookups) {
   }
 }
 
-// An Attention with a mask_index: one opaque node, the reason naming the mask.
-TEST(ContribAudit, AttentionWithAMaskIndexIsOpaqueNamingIt) {
-  const lnv::Graph g = import_onnx(kDir / "attention_mask_audit/model.onnx", {});
-  ASSERT_EQ(g.nodes.size(), 1u);
-  EXPECT_EQ(g.nodes[0].op_type, "com.microsoft.Attention");
-  const auto meta = nlohmann::json::parse(g.meta);
-  EXPECT_NE(meta["onnx"]["opaque"]["attn"].get<std::string>().find("mask_index"), std::string::npos) << meta.dump();
+const lnv::Input& input_named(const lnv::Graph& g, const std::string& name) {
+  for (const lnv::Input& in : g.inputs)
+    if (in.name == name) return in;
+  throw std::runtime_error("no input " + name);
+}
+
+// An Attention's mask_index from an integer graph input (through its Cast to int32) is a
+// lookup of the mask's ids: no opaque node, the mask an index input whose range is the ids
+// the form holds (0/1 for a raw mask, lengths 0 .. T for key lengths).
+TEST(ContribAttention, AMaskInputIsALookupOfItsIds) {
+  for (const auto& [c, range] : std::vector<std::pair<std::string, int64_t>>{
+           {"attention_mask_raw", 2}, {"attention_mask_3d", 2}, {"attention_mask_lengths", 5},
+           {"mha_cross_mask_lengths", 6}, {"mha_cross_mask_raw", 2}}) {
+    const lnv::Graph g = import_onnx(kDir / c / "model.onnx", {});
+    for (const lnv::Node& n : g.nodes) EXPECT_NE(n.op, lnv::Op::opaque) << c << ": " << n.name;
+    const lnv::Input& mask = input_named(g, "mask");
+    EXPECT_EQ(mask.dtype, lnv::DType::index) << c;
+    EXPECT_EQ(mask.range, range) << c;
+  }
+}
+
+// MultiHeadAttention reads projections computed in the graph: the MatMuls feeding it (and
+// the one after it) stay matmuls, so the analysis sees them as the producers they are.
+TEST(ContribAttention, MultiHeadAttentionKeepsItsProjectionsVisible) {
+  const lnv::Graph g = import_onnx(kDir / "mha_bias/model.onnx", {});
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+    const auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const lnv::Node& n) { return n.name == name; });
+    ASSERT_NE(it, g.nodes.end()) << name;
+    EXPECT_EQ(it->op, lnv::Op::matmul) << name;
+  }
+  for (const lnv::Node& n : g.nodes) EXPECT_NE(n.op, lnv::Op::opaque) << n.name;
+}
+
+// A BERT layer's LN verdicts are the same with and without its attention mask: the mask is
+// an additive term of the scores, before the softmax, and changes no producer.
+TEST(ContribAttention, AMaskLeavesTheLnVerdictsAsWithout) {
+  const lnv::Graph masked = import_onnx(kDir / "bert_mask_audit/model.onnx", {});
+  const lnv::Graph plain = import_onnx(kDir / "bert_mask_audit/model_without_mask.onnx", {});
+  for (lnv::Mode mode : {lnv::Mode::inference, lnv::Mode::training}) {
+    const lnv::FoldPlan a = lnv::detect_foldable(masked, mode);
+    const lnv::FoldPlan b = lnv::detect_foldable(plain, mode);
+    ASSERT_EQ(a.layer_norms.size(), 3u);
+    ASSERT_EQ(a.layer_norms.size(), b.layer_norms.size());
+    int foldable = 0;
+    for (size_t k = 0; k < a.layer_norms.size(); ++k) {
+      const lnv::LnVerdict& x = a.layer_norms[k];
+      const lnv::LnVerdict& y = b.layer_norms[k];
+      EXPECT_EQ(x.name, y.name);
+      EXPECT_EQ(x.foldable[size_t(mode)], y.foldable[size_t(mode)]) << x.name << ": " << x.reason[size_t(mode)]
+                                                                    << " / " << y.reason[size_t(mode)];
+      EXPECT_EQ(x.reason[size_t(mode)], y.reason[size_t(mode)]) << x.name;
+      foldable += x.foldable[size_t(mode)];
+    }
+    EXPECT_GE(foldable, 1) << "mode " << int(mode);
+  }
 }
 
 }  // namespace
