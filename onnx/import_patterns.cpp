@@ -531,6 +531,30 @@ class Matcher {
     return "";
   }
 
+  // A table as `fold --mode training` writes it: Sub(T, ReduceMean(T, [-1], keepdims=1))
+  // of a float constant T [rows, d] that only this centering reads; the Sub and the
+  // ReduceMean (added to `path`), T's name in `table`. False otherwise.
+  bool table_centered_in_graph(const std::string& v, std::string& table, Nodes& path) const {
+    const int s = im_.producer(v);
+    if (s < 0 || !is(size_t(s), "Sub") || nodes_[size_t(s)].inputs.size() != 2) return false;
+    const std::string t = nodes_[size_t(s)].inputs[0];
+    const int m = im_.producer(nodes_[size_t(s)].inputs[1]);
+    if (m < 0 || !is(size_t(m), "ReduceMean") || nodes_[size_t(m)].inputs[0] != t ||
+        !im_.is_constant(t) || !im_.is_float_value(t) || im_.shape(t).size() != 2)
+      return false;
+    const auto axes = kept_axes(size_t(m), 2);
+    const auto& t_readers = im_.consumers(t);
+    const auto& mean_readers = im_.consumers(nodes_[size_t(m)].outputs[0]);
+    if (!axes || *axes != Axes{1} || t_readers.size() != 2 || mean_readers.size() != 1 ||
+        im_.consumers(v).size() != 1 || im_.is_graph_output(v) ||
+        im_.is_graph_output(nodes_[size_t(m)].outputs[0]))
+      return false;
+    table = t;
+    path.push_back(size_t(s));
+    path.push_back(size_t(m));
+    return true;
+  }
+
   void try_embed_layer_norm(size_t i) {
     const auto& n = nodes_[i];
     auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
@@ -540,8 +564,19 @@ class Matcher {
     const std::string pos_in = given(8) ? index_source(n.inputs[8]) : "";
     if (ids_in.empty() || given(1) != given(4) || (given(1) && seg_in.empty()) || (given(8) && pos_in.empty()))
       return;
-    for (size_t k : {2, 3, 4, 5, 6})
-      if (given(k) && (!im_.is_constant(n.inputs[k]) || !im_.is_float_value(n.inputs[k]))) return;
+    // The stored table each lookup reads, and whether it is centered in the graph.
+    std::map<size_t, std::string> tables;
+    std::set<size_t> centered;
+    Nodes centering;
+    for (size_t k : {2, 3, 4}) {
+      if (!given(k)) continue;
+      tables[k] = n.inputs[k];
+      if (table_centered_in_graph(n.inputs[k], tables[k], centering)) centered.insert(k);
+    }
+    for (size_t k : {2, 3, 4, 5, 6}) {
+      const std::string v = tables.count(k) ? tables[k] : given(k) ? n.inputs[k] : "";
+      if (!v.empty() && (!im_.is_constant(v) || !im_.is_float_value(v))) return;
+    }
     const auto& ids = im_.shape(n.inputs[0]);
     const auto& word = im_.shape(n.inputs[2]);
     const auto& pos = im_.shape(n.inputs[3]);
@@ -554,6 +589,7 @@ class Matcher {
     norm.eps = im_.attr_f(n, "epsilon", 1e-12);
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
     im_.consume(i);
+    for (size_t c : centering) im_.consume(c);
     // A Cast of the ids that only this node reads goes with it.
     for (size_t k : {size_t(0), size_t(1), size_t(8)}) {
       if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
@@ -564,23 +600,31 @@ class Matcher {
         im_.consume(size_t(c));
     }
     matches_[i] = [=, &n](Importer& im) {
+      // Rows of a table centered in the graph are the stored rows centered: centering
+      // along the features commutes with taking rows.
+      auto center_rows = [&](size_t table, std::string rows) {
+        if (!centered.count(table)) return rows;
+        lnv::Node c = im.named_node(rows + ".centered", Op::center, {rows});
+        c.axes = {-1};
+        return im.emit(std::move(c));
+      };
       auto lookup = [&](size_t table, const std::string& index, const char* what) {
         lnv::Node e = im.named_node(norm.name + "." + what, Op::embedding, {im.value(index)});
-        e.weight = im.value(n.inputs[table]);
-        im.note_index_range(index, im.shape(n.inputs[table])[0]);
-        return im.emit(std::move(e));
+        e.weight = im.value(tables.at(table));
+        im.note_index_range(index, im.shape(tables.at(table))[0]);
+        return center_rows(table, im.emit(std::move(e)));
       };
       std::string sum = lookup(2, ids_in, "word");
       std::string position;
       if (given(8)) {
         position = lookup(3, pos_in, "position");
       } else {
-        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(n.inputs[3])});
+        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(tables.at(3))});
         rows.axes = {0};
         rows.starts = {0};
         rows.ends = {ids[1]};
         rows.steps = {1};
-        position = im.emit(std::move(rows));
+        position = center_rows(3, im.emit(std::move(rows)));
       }
       sum = im.emit(im.named_node(norm.name + ".sum", Op::add, {sum, position}));
       if (given(1)) sum = im.emit(im.named_node(norm.name + ".sum_segment", Op::add, {sum, lookup(4, seg_in, "segment")}));

@@ -216,6 +216,46 @@ def embed_norms():
          [("ids", ids), ("pos_ids", pos)])
 
 
+def embed_bert():
+    # The committed BERT as ONNX Runtime saves it at level `extended`, its embeddings fused
+    # into EmbedLayerNormalization as ONNX Runtime's transformer optimizer fuses BERT's (the
+    # offline optimizer does not): Cast(input_ids) to int32, the word and position tables,
+    # no segment input (the export adds token_type row 0 to every token: here added to the
+    # position table), the embedding LayerNorm's gamma, beta and epsilon. Ids [1, 16] (16
+    # positions). The fold benchmark of docs/benchmarks.md times it.
+    m = onnx.load(os.path.join(ROOT, "tests/data/onnx/ort_optimized/bert_tiny_opset17_extended.onnx"))
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    ln = next(n for n in g.node if n.op_type == "LayerNormalization" and n.input[1] == "emb_norm.weight")
+    pos = numpy_helper.to_array(inits["position.weight"]) + numpy_helper.to_array(inits["token_type.weight"])[0]
+    inits["position.weight"].CopyFrom(numpy_helper.from_array(pos.astype(np.float32), "position.weight"))
+    eps = next(a.f for a in ln.attribute if a.name == "epsilon")
+    fused = [helper.make_node("Cast", ["input_ids"], ["input_ids_int32"], name="embeddings/Cast", to=TensorProto.INT32),
+             helper.make_node("EmbedLayerNormalization", ["input_ids_int32", "", "word.weight", "position.weight", "",
+                                                          "emb_norm.weight", "emb_norm.bias"],
+                              [ln.output[0], "mask_index"], name="embeddings", domain=MS, epsilon=eps)]
+    at = list(g.node).index(ln)
+    nodes = list(g.node[:at]) + fused + list(g.node[at + 1:])
+    # The nodes the embeddings' sum alone read (the lookups, the position ids, the adds) go.
+    while True:
+        read = {i for n in nodes for i in n.input} | {o.name for o in g.output}
+        dead = [n for n in nodes if n.domain != MS and not any(o in read for o in n.output)]
+        if not dead:
+            break
+        nodes = [n for n in nodes if n not in dead]
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    del g.value_info[:]
+    ids = np.random.default_rng(16).integers(0, 64, size=(1, 16)).astype(np.int64)
+    g.input[0].CopyFrom(helper.make_tensor_value_info("input_ids", TensorProto.INT64, ids.shape))
+    m.producer_name = "lnverify make_onnx_contrib_models.py"
+    case("embed_layer_norm_bert", m, [("input_ids", ids)])
+
+
 def attentions():
     x = rand(2, 3, 8)
     w, wb = rand(8, 24), rand(24)
@@ -260,3 +300,4 @@ if __name__ == "__main__":
     embed_norms()
     attentions()
     unshaped_audit()
+    embed_bert()

@@ -279,10 +279,6 @@ contrib_bad "Gelu with an attribute it lacks" c_unknown_attr.onnx "Unrecognized 
 has "Gelu with an attribute it lacks: names the node" "Name: gelu OpType: Gelu"
 contrib_bad "BiasSoftmax without is_inner_broadcast" c_softmax_no_broadcast.onnx "Required attribute 'is_inner_broadcast' is missing"
 has "BiasSoftmax without is_inner_broadcast: names the node" "Name: bsm OpType: BiasSoftmax"
-E="$ROOT/tests/data/onnx/contrib/embed_layer_norm_position_ids/model.onnx"
-run "fold of a foldable EmbedLayerNormalization" 2 "$LNV" fold "$E" -o "$T/emb.onnx"
-has "EmbedLayerNormalization: says to fold before the transformer optimizer" "norm 'emb' \(com.microsoft.EmbedLayerNormalization\): the ONNX writer does not rewrite it"
-absent "EmbedLayerNormalization: nothing written" "$T/emb.onnx"
 contrib_bad "nchwc layout ops" c_nchwc.onnx "node 'reorder' \(com.microsoft.nchwc.ReorderInput\).*save the model at level 'extended'"
 
 finish
