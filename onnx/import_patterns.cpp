@@ -99,18 +99,25 @@ class Matcher {
     if (!v) return std::nullopt;
     return im_.scalar(root(*v));
   }
-  // Normalized, sorted axes of a ReduceMean that keeps them; nullopt otherwise.
-  std::optional<Axes> kept_axes(size_t i, int64_t rank) const {
+  // Normalized, sorted axes of a ReduceMean that keeps them; nullopt otherwise. Of a
+  // value whose rank is unknown (`rank` nullopt), the axes as written, sorted.
+  std::optional<Axes> kept_axes(size_t i, std::optional<int64_t> rank) const {
     if (im_.attr_i(nodes_[i], "keepdims", 1) == 0) return std::nullopt;
     const auto axes = im_.reduce_axes(nodes_[i]);
     if (!axes || axes->empty()) return std::nullopt;
     Axes a;
     for (int64_t x : *axes) {
-      if (x < -rank || x >= rank) return std::nullopt;
-      a.push_back(x < 0 ? x + rank : x);
+      if (rank && (x < -*rank || x >= *rank)) return std::nullopt;
+      a.push_back(rank && x < 0 ? x + *rank : x);
     }
     std::sort(a.begin(), a.end());
     return a;
+  }
+  // The rank of `x`, or nullopt when its shape is unknown (it depends on an op nobody
+  // infers shapes for: the norm reading it is kept as a "no" naming that op, leave_out).
+  std::optional<int64_t> rank_of(const std::string& x) const {
+    if (!im_.has_shape(x)) return std::nullopt;
+    return static_cast<int64_t>(im_.shape(x).size());
   }
 
   // `v`'s mean of squares, plus a constant eps, square-rooted: the node reading the root,
@@ -158,12 +165,31 @@ class Matcher {
   bool affine_fits(const std::string& c, const std::vector<int64_t>& x, const Axes& axes) const {
     const Initializer* init = im_.constant(c);
     if (!init || !init->value.is_float()) return false;
+    if (!x.empty() && x.front() == kUnknownRank) return unranked_affine_dims(im_, c, axes.size()).has_value();
     const int64_t rank = static_cast<int64_t>(x.size());
     for (size_t k = 0; k < axes.size(); ++k)
       if (axes[k] != rank - static_cast<int64_t>(axes.size() - k)) return false;
     std::vector<int64_t> d = init->value.dims;
     while (!d.empty() && d.front() == 1 && d.size() > axes.size()) d.erase(d.begin());
     return d == std::vector<int64_t>(x.end() - static_cast<int64_t>(axes.size()), x.end());
+  }
+
+  // Stands for the shape of a value that has none in affine_fits.
+  static constexpr int64_t kUnknownRank = -1;
+  // The dims of constant `c` without leading 1s, when they are `k` (the weight or bias of
+  // a norm over k axes of a value whose shape is unknown).
+  static std::optional<std::vector<int64_t>> unranked_affine_dims(const Importer& im, const std::string& c,
+                                                                  size_t k) {
+    const Initializer* init = im.constant(c);
+    if (!init || !init->value.is_float()) return std::nullopt;
+    std::vector<int64_t> d = init->value.dims;
+    while (!d.empty() && d.front() == 1 && d.size() > k) d.erase(d.begin());
+    if (d.size() != k) return std::nullopt;
+    return d;
+  }
+  const std::vector<int64_t>& shape_or_unknown(const std::string& x) const {
+    static const std::vector<int64_t> unknown = {kUnknownRank};
+    return im_.has_shape(x) ? im_.shape(x) : unknown;
   }
 
   struct Norm {
@@ -186,7 +212,7 @@ class Matcher {
   // After the normalized value at `n_out`: an optional Mul by a weight, then an optional
   // Add of a bias.
   void affine_tail(Norm& norm) const {
-    const std::vector<int64_t>& x = im_.shape(norm.x);
+    const std::vector<int64_t>& x = shape_or_unknown(norm.x);
     Nodes p;
     if (auto mul = sole_use(norm.out, "Mul", p)) {
       const auto w = other(*mul, norm.out);
@@ -200,7 +226,7 @@ class Matcher {
   }
   // After the (weighted) normalized value: an optional Add of a bias.
   void bias_tail(Norm& norm) const {
-    const std::vector<int64_t>& x = im_.shape(norm.x);
+    const std::vector<int64_t>& x = shape_or_unknown(norm.x);
     Nodes p;
     if (auto add = sole_use(norm.out, "Add", p)) {
       const auto b = other(*add, norm.out);
@@ -217,10 +243,9 @@ class Matcher {
   void try_layer_norm_decomposed(size_t r1) {
     Norm norm;
     norm.x = root(nodes_[r1].inputs[0]);
-    if (!im_.has_shape(norm.x)) return;
-    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    const auto rank = rank_of(norm.x);
     const auto axes = kept_axes(r1, rank);
-    if (!axes || !im_.is_float_value(norm.x)) return;
+    if (!axes || (rank && !im_.is_float_value(norm.x))) return;
     norm.normalized = *axes;
     norm.axes = *im_.reduce_axes(nodes_[r1]);
     Nodes& path = norm.nodes;
@@ -344,8 +369,8 @@ class Matcher {
     norm.x = root(n.inputs[0]);
     const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
                                            : root(n.inputs[1]) == norm.x;
-    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x)) return;
-    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    const auto rank = rank_of(norm.x);
+    if (!square || (rank && !im_.is_float_value(norm.x))) return;
     Nodes& path = norm.nodes;
     path.push_back(q);
     const auto r = sole_use(n.outputs[0], "ReduceMean", path);
@@ -360,7 +385,7 @@ class Matcher {
     if (!div) return;
     norm.eps = den->eps;
     norm.out = nodes_[*div].outputs[0];
-    const bool centered = absorb_centering(norm);
+    const bool centered = rank && absorb_centering(norm);
     if (!centered && centered_by_sub(norm.x)) return;
     affine_tail(norm);
     add(std::move(norm), centered ? "LayerNormalization" : "RMSNormalization");
@@ -748,6 +773,7 @@ class Matcher {
     if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
     const size_t last = *std::max_element(norm.nodes.begin(), norm.nodes.end());
     matches_[last] = [norm = std::move(norm)](Importer& im) {
+      if (!im.has_shape(norm.x)) return leave_out(im, norm);
       std::string in = im.value(norm.source.empty() ? norm.x : norm.source);
       if (!norm.perm.empty()) {
         lnv::Node t = im.named_node(norm.transpose_name, Op::transpose, {in});
@@ -768,6 +794,20 @@ class Matcher {
       std::sort(sorted.begin(), sorted.end());
       im.record_norm(name, sorted);
     };
+  }
+
+  // A decomposed norm whose input has no shape: kept over its weight's (or bias's) dims
+  // as a "no" naming the op that has no shape (Importer::leave_out_norm); without either,
+  // its dims are unknown and it is left out with what it reads.
+  static void leave_out(Importer& im, const Norm& norm) {
+    const size_t k = norm.normalized.size();
+    auto dims = norm.weight.empty() ? std::nullopt : unranked_affine_dims(im, norm.weight, k);
+    if (!dims && !norm.bias.empty()) dims = unranked_affine_dims(im, norm.bias, k);
+    im.leave_out_norm(norm.x, norm.out, norm.name, norm.op, norm.eps, dims ? *dims : std::vector<int64_t>{});
+    if (!dims) return;
+    Nodes sorted = norm.nodes;
+    std::sort(sorted.begin(), sorted.end());
+    im.record_norm(norm.name, sorted);
   }
 
   Importer& im_;

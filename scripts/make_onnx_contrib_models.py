@@ -290,6 +290,39 @@ def unshaped_audit():
                                      [init("w0", rand(8, 8)), init("gamma", g), init("beta", be)]), [("x", x)])
 
 
+def unshaped_decomposed_audit():
+    # The same, the norms spelled out as torch.onnx.export writes them (ReduceMean, Sub, Pow,
+    # ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias; an RMSNorm without the centering):
+    # LN b and RMSNorm c after the MultiHeadAttention are a "no" naming it, LN a beside it
+    # keeps its verdict.
+    x = rand(2, 3, 8)
+    g, be = 1 + 0.1 * rand(8), 0.1 * rand(8)
+
+    def decomposed(name, v, out, centered=True):
+        p = f"/{name}/"
+        nodes = []
+        if centered:
+            nodes += [helper.make_node("ReduceMean", [v], [p + "mean"], name=p + "ReduceMean", axes=[-1]),
+                      helper.make_node("Sub", [v, p + "mean"], [p + "d"], name=p + "Sub")]
+            v = p + "d"
+        nodes += [helper.make_node("Pow", [v, "two"], [p + "sq"], name=p + "Pow"),
+                  helper.make_node("ReduceMean", [p + "sq"], [p + "var"], name=p + "ReduceMean_1", axes=[-1]),
+                  helper.make_node("Add", [p + "var", "eps"], [p + "var_eps"], name=p + "Add"),
+                  helper.make_node("Sqrt", [p + "var_eps"], [p + "std"], name=p + "Sqrt"),
+                  helper.make_node("Div", [v, p + "std"], [p + "normed"], name=p + "Div"),
+                  helper.make_node("Mul", [p + "normed", "gamma"], [p + "scaled" if centered else out], name=p + "Mul")]
+        if centered:
+            nodes.append(helper.make_node("Add", [p + "scaled", "beta"], [out], name=p + "Add_1"))
+        return nodes
+    nodes = ([helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc")] + decomposed("ln_a", "h", "ya") +
+             [helper.make_node("MultiHeadAttention", ["x", "x", "x"], ["att"], name="mha", domain=MS, num_heads=2),
+              helper.make_node("Add", ["att", "x"], ["r"], name="residual")] + decomposed("ln_b", "r", "yb") +
+             decomposed("rms_c", "att", "yc", centered=False))
+    inits = [init("w0", rand(8, 8)), init("gamma", g), init("beta", be), init("two", np.array(2.0)),
+             init("eps", np.array(1e-5))]
+    case("mha_decomposed_unshaped_audit", model(nodes, [("x", x)], ["ya", "yb", "yc"], inits, opset=17), [("x", x)])
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gelus()
@@ -301,3 +334,4 @@ if __name__ == "__main__":
     attentions()
     unshaped_audit()
     embed_bert()
+    unshaped_decomposed_audit()
