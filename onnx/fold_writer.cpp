@@ -1470,8 +1470,8 @@ class FoldWriter {
   // (center_params centers them as the lookups' producers: in place, or in the graph in
   // training). The sum of centered rows has mean zero, so the node's LayerNorm of it is the
   // RMSNorm of the fold, and it stays one fused kernel with its mask_index output
-  // (docs/spec/decisions.md, "EmbedLayerNormalization's fold"). Its gamma and beta are the
-  // folded norm's, in any --rms-op.
+  // (docs/spec/decisions.md, "A folded EmbedLayerNormalization stays one node"). Its gamma
+  // and beta are the folded norm's, in any --rms-op.
   void replace_embed_norm(const std::string& norm, int i, const lnv::Node& fn) {
     auto& n = *mp_.mutable_graph()->mutable_node(i);
     if (fn.weight.empty() || fn.bias.empty())

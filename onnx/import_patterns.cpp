@@ -543,8 +543,9 @@ class Matcher {
   // position_embedding[position_ids] (rows 0 .. S-1 when position_ids is absent) (+
   // segment_embedding[segment_ids]), then a LayerNorm over the last axis with gamma, beta and
   // epsilon (default 1e-12); output 2 is the sum. Matched when the ids are integer graph
-  // inputs and the tables constants; when its mask_index output is read (an integer) it
-  // stays opaque.
+  // inputs and the tables constants (or centered in the graph, as `fold --mode training`
+  // writes them: table_centered_in_graph); when its mask_index output is read (an integer)
+  // it stays opaque.
   // The integer graph input `v` is, directly or through a Cast (ONNX Runtime's transformer
   // optimizer casts int64 ids to int32), or "".
   std::string index_source(const std::string& v) const {
