@@ -1349,11 +1349,10 @@ class FoldWriter {
       if (fn.op != Op::rms_norm) throw InternalError("write_folded_onnx: " + norm + " is not folded");
       const auto& first = mp_.graph().node(nodes.front());
       const int last = nodes.back();
-      if (first.op_type() == "EmbedLayerNormalization" && first.domain() == "com.microsoft")
-        throw ModelError(source_.string(), "norm " + in_quotes(norm) + " (com.microsoft."
-                                           "EmbedLayerNormalization): the ONNX writer does not "
-                                           "rewrite it; fold the model before ONNX Runtime's "
-                                           "transformer optimizer fuses its embeddings");
+      if (first.op_type() == "EmbedLayerNormalization" && first.domain() == "com.microsoft") {
+        replace_embed_norm(norm, nodes.front(), fn);
+        continue;
+      }
       if (first.op_type() == "SkipLayerNormalization" && first.domain() == "com.microsoft") {
         replace_skip_norm(norm, nodes.front(), fn);
         continue;
@@ -1464,6 +1463,25 @@ class FoldWriter {
     removed_.insert(i);
     auto& at = inserted_[i];
     at.insert(at.end(), out.begin(), out.end());
+    ++summary_.norms;
+  }
+
+  // com.microsoft.EmbedLayerNormalization folded: the same node over its centered tables
+  // (center_params centers them as the lookups' producers: in place, or in the graph in
+  // training). The sum of centered rows has mean zero, so the node's LayerNorm of it is the
+  // RMSNorm of the fold, and it stays one fused kernel with its mask_index output
+  // (docs/spec/decisions.md, "A folded EmbedLayerNormalization stays one node"). Its gamma
+  // and beta are the folded norm's, in any --rms-op.
+  void replace_embed_norm(const std::string& norm, int i, const lnv::Node& fn) {
+    auto& n = *mp_.mutable_graph()->mutable_node(i);
+    if (fn.weight.empty() || fn.bias.empty())
+      throw InternalError("write_folded_onnx: " + norm + " has no gamma or beta");
+    const Param& gamma = f_.params[f_.param_index(fn.weight)];
+    const Param& beta = f_.params[f_.param_index(fn.bias)];
+    const int32_t type = float_type_of(n.input(2), &gamma);
+    const std::string base = file_name(norm) + "/RMS";
+    n.set_input(5, norm_param(base, "gamma", gamma, type, i));
+    n.set_input(6, norm_param(base, "beta", beta, type, i));
     ++summary_.norms;
   }
 

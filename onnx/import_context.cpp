@@ -317,6 +317,28 @@ void Importer::leave_out(size_t i) {
   std::vector<int64_t> dims = weight->value.dims;
   if (skip) dims = {weight->value.numel()};
   if (dims.empty()) dims = {1};
+  const bool rms = n.op_type != "LayerNormalization" && n.op_type != "SkipLayerNormalization";
+  stand_in_norm(cause, n.name.empty() ? n.outputs[0] : n.name, rms ? Op::rms_norm : Op::layer_norm,
+                attr_f(n, "epsilon", skip ? 1e-12 : 1e-5), dims);
+}
+
+void Importer::leave_out_norm(const std::string& x, const std::string& out, const std::string& name,
+                              Op op, double eps, const std::vector<int64_t>& dims) {
+  const auto cause = unshaped_.find(x);
+  if (cause == unshaped_.end()) {
+    shape(x);  // throws: no static shape, and no op to blame
+    throw InternalError("onnx import: '" + x + "' has a shape and none");
+  }
+  unshaped_[out] = cause->second;
+  if (!dims.empty()) stand_in_norm(cause->second, name, op, eps, dims);
+}
+
+// A norm over `dims` of an `opaque` node standing for the op whose shape is unknown
+// (reading what that op reads), so that its verdict is a "no" naming that op; an output
+// of the graph, in place of the file's outputs computed from it (which are left out): a
+// norm no output reads would fold trivially.
+void Importer::stand_in_norm(const UnshapedCause& cause, const std::string& name, Op op, double eps,
+                             const std::vector<int64_t>& dims) {
   lnv::Node stand_in = named_node(cause.name, Op::opaque, cause.inputs);
   stand_in.op_type = cause.op_type;
   stand_in.shape = dims;
@@ -324,12 +346,9 @@ void Importer::leave_out(size_t i) {
   opaque_[stand_in.name] = "stands for " + cause.described +
                            ", whose output shape is unknown (no shape inference for its op)";
   const std::string in = emit(std::move(stand_in));
-  const bool rms = n.op_type != "LayerNormalization" && n.op_type != "SkipLayerNormalization";
-  lnv::Node ln = named_node(n.name.empty() ? n.outputs[0] : n.name, rms ? Op::rms_norm : Op::layer_norm, {in});
+  lnv::Node ln = named_node(name, op, {in});
   for (int64_t a = -int64_t(dims.size()); a < 0; ++a) ln.axes.push_back(a);
-  ln.eps = attr_f(n, "epsilon", skip ? 1e-12 : 1e-5);
-  // An output of the graph, in place of the file's outputs computed from it (which are left
-  // out): a norm no output reads would fold trivially.
+  ln.eps = eps;
   cone_outputs_.push_back(emit(std::move(ln)));
 }
 

@@ -93,6 +93,12 @@ class Importer {
   // what that op reads), so that its verdict is a "no" naming that op; the norm is an output
   // of the graph (the file's outputs computed from that op are left out).
   void leave_out(size_t i);
+  // A norm matched in a decomposed spelling (`name`, of `op`, eps, over the trailing
+  // `dims` its weight or bias has) whose input `x` has no shape: kept as leave_out keeps a
+  // norm op (left out like any node when `dims` is empty: no affine param tells them), its
+  // output `out` unshaped. Throws ModelError when no unknown op explains x.
+  void leave_out_norm(const std::string& x, const std::string& out, const std::string& name, Op op,
+                      double eps, const std::vector<int64_t>& dims);
   void note_index_range(const std::string& input, int64_t rows);
   void consume(size_t i) { consumed_.insert(i); }
   bool consumed(size_t i) const { return consumed_.count(i) != 0; }
@@ -127,6 +133,8 @@ class Importer {
   };
   std::map<std::string, UnshapedCause> unshaped_;
   std::vector<std::string> cone_outputs_;  // the norms leave_out keeps
+  void stand_in_norm(const UnshapedCause& cause, const std::string& name, Op op, double eps,
+                     const std::vector<int64_t>& dims);
 };
 
 using Mapper = void (*)(Importer&, const onnx_import::Node&, size_t);

@@ -99,18 +99,25 @@ class Matcher {
     if (!v) return std::nullopt;
     return im_.scalar(root(*v));
   }
-  // Normalized, sorted axes of a ReduceMean that keeps them; nullopt otherwise.
-  std::optional<Axes> kept_axes(size_t i, int64_t rank) const {
+  // Normalized, sorted axes of a ReduceMean that keeps them; nullopt otherwise. Of a
+  // value whose rank is unknown (`rank` nullopt), the axes as written, sorted.
+  std::optional<Axes> kept_axes(size_t i, std::optional<int64_t> rank) const {
     if (im_.attr_i(nodes_[i], "keepdims", 1) == 0) return std::nullopt;
     const auto axes = im_.reduce_axes(nodes_[i]);
     if (!axes || axes->empty()) return std::nullopt;
     Axes a;
     for (int64_t x : *axes) {
-      if (x < -rank || x >= rank) return std::nullopt;
-      a.push_back(x < 0 ? x + rank : x);
+      if (rank && (x < -*rank || x >= *rank)) return std::nullopt;
+      a.push_back(rank && x < 0 ? x + *rank : x);
     }
     std::sort(a.begin(), a.end());
     return a;
+  }
+  // The rank of `x`, or nullopt when its shape is unknown (it depends on an op nobody
+  // infers shapes for: the norm reading it is kept as a "no" naming that op, leave_out).
+  std::optional<int64_t> rank_of(const std::string& x) const {
+    if (!im_.has_shape(x)) return std::nullopt;
+    return static_cast<int64_t>(im_.shape(x).size());
   }
 
   // `v`'s mean of squares, plus a constant eps, square-rooted: the node reading the root,
@@ -158,12 +165,31 @@ class Matcher {
   bool affine_fits(const std::string& c, const std::vector<int64_t>& x, const Axes& axes) const {
     const Initializer* init = im_.constant(c);
     if (!init || !init->value.is_float()) return false;
+    if (!x.empty() && x.front() == kUnknownRank) return unranked_affine_dims(im_, c, axes.size()).has_value();
     const int64_t rank = static_cast<int64_t>(x.size());
     for (size_t k = 0; k < axes.size(); ++k)
       if (axes[k] != rank - static_cast<int64_t>(axes.size() - k)) return false;
     std::vector<int64_t> d = init->value.dims;
     while (!d.empty() && d.front() == 1 && d.size() > axes.size()) d.erase(d.begin());
     return d == std::vector<int64_t>(x.end() - static_cast<int64_t>(axes.size()), x.end());
+  }
+
+  // Stands for the shape of a value that has none in affine_fits.
+  static constexpr int64_t kUnknownRank = -1;
+  // The dims of constant `c` without leading 1s, when they are `k` (the weight or bias of
+  // a norm over k axes of a value whose shape is unknown).
+  static std::optional<std::vector<int64_t>> unranked_affine_dims(const Importer& im, const std::string& c,
+                                                                  size_t k) {
+    const Initializer* init = im.constant(c);
+    if (!init || !init->value.is_float()) return std::nullopt;
+    std::vector<int64_t> d = init->value.dims;
+    while (!d.empty() && d.front() == 1 && d.size() > k) d.erase(d.begin());
+    if (d.size() != k) return std::nullopt;
+    return d;
+  }
+  const std::vector<int64_t>& shape_or_unknown(const std::string& x) const {
+    static const std::vector<int64_t> unknown = {kUnknownRank};
+    return im_.has_shape(x) ? im_.shape(x) : unknown;
   }
 
   struct Norm {
@@ -186,7 +212,7 @@ class Matcher {
   // After the normalized value at `n_out`: an optional Mul by a weight, then an optional
   // Add of a bias.
   void affine_tail(Norm& norm) const {
-    const std::vector<int64_t>& x = im_.shape(norm.x);
+    const std::vector<int64_t>& x = shape_or_unknown(norm.x);
     Nodes p;
     if (auto mul = sole_use(norm.out, "Mul", p)) {
       const auto w = other(*mul, norm.out);
@@ -200,7 +226,7 @@ class Matcher {
   }
   // After the (weighted) normalized value: an optional Add of a bias.
   void bias_tail(Norm& norm) const {
-    const std::vector<int64_t>& x = im_.shape(norm.x);
+    const std::vector<int64_t>& x = shape_or_unknown(norm.x);
     Nodes p;
     if (auto add = sole_use(norm.out, "Add", p)) {
       const auto b = other(*add, norm.out);
@@ -217,10 +243,9 @@ class Matcher {
   void try_layer_norm_decomposed(size_t r1) {
     Norm norm;
     norm.x = root(nodes_[r1].inputs[0]);
-    if (!im_.has_shape(norm.x)) return;
-    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    const auto rank = rank_of(norm.x);
     const auto axes = kept_axes(r1, rank);
-    if (!axes || !im_.is_float_value(norm.x)) return;
+    if (!axes || (rank && !im_.is_float_value(norm.x))) return;
     norm.normalized = *axes;
     norm.axes = *im_.reduce_axes(nodes_[r1]);
     Nodes& path = norm.nodes;
@@ -344,8 +369,8 @@ class Matcher {
     norm.x = root(n.inputs[0]);
     const bool square = n.op_type == "Pow" ? im_.scalar(root(n.inputs[1])) == 2.0
                                            : root(n.inputs[1]) == norm.x;
-    if (!square || !im_.is_float_value(norm.x) || !im_.has_shape(norm.x)) return;
-    const int64_t rank = static_cast<int64_t>(im_.shape(norm.x).size());
+    const auto rank = rank_of(norm.x);
+    if (!square || (rank && !im_.is_float_value(norm.x))) return;
     Nodes& path = norm.nodes;
     path.push_back(q);
     const auto r = sole_use(n.outputs[0], "ReduceMean", path);
@@ -360,7 +385,7 @@ class Matcher {
     if (!div) return;
     norm.eps = den->eps;
     norm.out = nodes_[*div].outputs[0];
-    const bool centered = absorb_centering(norm);
+    const bool centered = rank && absorb_centering(norm);
     if (!centered && centered_by_sub(norm.x)) return;
     affine_tail(norm);
     add(std::move(norm), centered ? "LayerNormalization" : "RMSNormalization");
@@ -518,8 +543,9 @@ class Matcher {
   // position_embedding[position_ids] (rows 0 .. S-1 when position_ids is absent) (+
   // segment_embedding[segment_ids]), then a LayerNorm over the last axis with gamma, beta and
   // epsilon (default 1e-12); output 2 is the sum. Matched when the ids are integer graph
-  // inputs and the tables constants; when its mask_index output is read (an integer) it
-  // stays opaque.
+  // inputs and the tables constants (or centered in the graph, as `fold --mode training`
+  // writes them: table_centered_in_graph); when its mask_index output is read (an integer)
+  // it stays opaque.
   // The integer graph input `v` is, directly or through a Cast (ONNX Runtime's transformer
   // optimizer casts int64 ids to int32), or "".
   std::string index_source(const std::string& v) const {
@@ -531,6 +557,30 @@ class Matcher {
     return "";
   }
 
+  // A table as `fold --mode training` writes it: Sub(T, ReduceMean(T, [-1], keepdims=1))
+  // of a float constant T [rows, d] that only this centering reads; the Sub and the
+  // ReduceMean (added to `path`), T's name in `table`. False otherwise.
+  bool table_centered_in_graph(const std::string& v, std::string& table, Nodes& path) const {
+    const int s = im_.producer(v);
+    if (s < 0 || !is(size_t(s), "Sub") || nodes_[size_t(s)].inputs.size() != 2) return false;
+    const std::string t = nodes_[size_t(s)].inputs[0];
+    const int m = im_.producer(nodes_[size_t(s)].inputs[1]);
+    if (m < 0 || !is(size_t(m), "ReduceMean") || nodes_[size_t(m)].inputs[0] != t ||
+        !im_.is_constant(t) || !im_.is_float_value(t) || im_.shape(t).size() != 2)
+      return false;
+    const auto axes = kept_axes(size_t(m), 2);
+    const auto& t_readers = im_.consumers(t);
+    const auto& mean_readers = im_.consumers(nodes_[size_t(m)].outputs[0]);
+    if (!axes || *axes != Axes{1} || t_readers.size() != 2 || mean_readers.size() != 1 ||
+        im_.consumers(v).size() != 1 || im_.is_graph_output(v) ||
+        im_.is_graph_output(nodes_[size_t(m)].outputs[0]))
+      return false;
+    table = t;
+    path.push_back(size_t(s));
+    path.push_back(size_t(m));
+    return true;
+  }
+
   void try_embed_layer_norm(size_t i) {
     const auto& n = nodes_[i];
     auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
@@ -540,8 +590,19 @@ class Matcher {
     const std::string pos_in = given(8) ? index_source(n.inputs[8]) : "";
     if (ids_in.empty() || given(1) != given(4) || (given(1) && seg_in.empty()) || (given(8) && pos_in.empty()))
       return;
-    for (size_t k : {2, 3, 4, 5, 6})
-      if (given(k) && (!im_.is_constant(n.inputs[k]) || !im_.is_float_value(n.inputs[k]))) return;
+    // The stored table each lookup reads, and whether it is centered in the graph.
+    std::map<size_t, std::string> tables;
+    std::set<size_t> centered;
+    Nodes centering;
+    for (size_t k : {2, 3, 4}) {
+      if (!given(k)) continue;
+      tables[k] = n.inputs[k];
+      if (table_centered_in_graph(n.inputs[k], tables[k], centering)) centered.insert(k);
+    }
+    for (size_t k : {2, 3, 4, 5, 6}) {
+      const std::string v = tables.count(k) ? tables[k] : given(k) ? n.inputs[k] : "";
+      if (!v.empty() && (!im_.is_constant(v) || !im_.is_float_value(v))) return;
+    }
     const auto& ids = im_.shape(n.inputs[0]);
     const auto& word = im_.shape(n.inputs[2]);
     const auto& pos = im_.shape(n.inputs[3]);
@@ -554,6 +615,7 @@ class Matcher {
     norm.eps = im_.attr_f(n, "epsilon", 1e-12);
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
     im_.consume(i);
+    for (size_t c : centering) im_.consume(c);
     // A Cast of the ids that only this node reads goes with it.
     for (size_t k : {size_t(0), size_t(1), size_t(8)}) {
       if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
@@ -564,23 +626,31 @@ class Matcher {
         im_.consume(size_t(c));
     }
     matches_[i] = [=, &n](Importer& im) {
+      // Rows of a table centered in the graph are the stored rows centered: centering
+      // along the features commutes with taking rows.
+      auto center_rows = [&](size_t table, std::string rows) {
+        if (!centered.count(table)) return rows;
+        lnv::Node c = im.named_node(rows + ".centered", Op::center, {rows});
+        c.axes = {-1};
+        return im.emit(std::move(c));
+      };
       auto lookup = [&](size_t table, const std::string& index, const char* what) {
         lnv::Node e = im.named_node(norm.name + "." + what, Op::embedding, {im.value(index)});
-        e.weight = im.value(n.inputs[table]);
-        im.note_index_range(index, im.shape(n.inputs[table])[0]);
-        return im.emit(std::move(e));
+        e.weight = im.value(tables.at(table));
+        im.note_index_range(index, im.shape(tables.at(table))[0]);
+        return center_rows(table, im.emit(std::move(e)));
       };
       std::string sum = lookup(2, ids_in, "word");
       std::string position;
       if (given(8)) {
         position = lookup(3, pos_in, "position");
       } else {
-        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(n.inputs[3])});
+        lnv::Node rows = im.named_node(norm.name + ".position", Op::slice, {im.value(tables.at(3))});
         rows.axes = {0};
         rows.starts = {0};
         rows.ends = {ids[1]};
         rows.steps = {1};
-        position = im.emit(std::move(rows));
+        position = center_rows(3, im.emit(std::move(rows)));
       }
       sum = im.emit(im.named_node(norm.name + ".sum", Op::add, {sum, position}));
       if (given(1)) sum = im.emit(im.named_node(norm.name + ".sum_segment", Op::add, {sum, lookup(4, seg_in, "segment")}));
@@ -704,6 +774,7 @@ class Matcher {
     if (norm.name.empty()) norm.name = common_path(norm.nodes, kind);
     const size_t last = *std::max_element(norm.nodes.begin(), norm.nodes.end());
     matches_[last] = [norm = std::move(norm)](Importer& im) {
+      if (!im.has_shape(norm.x)) return leave_out(im, norm);
       std::string in = im.value(norm.source.empty() ? norm.x : norm.source);
       if (!norm.perm.empty()) {
         lnv::Node t = im.named_node(norm.transpose_name, Op::transpose, {in});
@@ -724,6 +795,20 @@ class Matcher {
       std::sort(sorted.begin(), sorted.end());
       im.record_norm(name, sorted);
     };
+  }
+
+  // A decomposed norm whose input has no shape: kept over its weight's (or bias's) dims
+  // as a "no" naming the op that has no shape (Importer::leave_out_norm); without either,
+  // its dims are unknown and it is left out with what it reads.
+  static void leave_out(Importer& im, const Norm& norm) {
+    const size_t k = norm.normalized.size();
+    auto dims = norm.weight.empty() ? std::nullopt : unranked_affine_dims(im, norm.weight, k);
+    if (!dims && !norm.bias.empty()) dims = unranked_affine_dims(im, norm.bias, k);
+    im.leave_out_norm(norm.x, norm.out, norm.name, norm.op, norm.eps, dims ? *dims : std::vector<int64_t>{});
+    if (!dims) return;
+    Nodes sorted = norm.nodes;
+    std::sort(sorted.begin(), sorted.end());
+    im.record_norm(norm.name, sorted);
   }
 
   Importer& im_;

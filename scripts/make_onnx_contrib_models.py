@@ -223,6 +223,46 @@ def int_inputs(m, ins):
     return m
 
 
+def embed_bert():
+    # The committed BERT as ONNX Runtime saves it at level `extended`, its embeddings fused
+    # into EmbedLayerNormalization as ONNX Runtime's transformer optimizer fuses BERT's (the
+    # offline optimizer does not): Cast(input_ids) to int32, the word and position tables,
+    # no segment input (the export adds token_type row 0 to every token: here added to the
+    # position table), the embedding LayerNorm's gamma, beta and epsilon. Ids [1, 16] (16
+    # positions). The fold benchmark of docs/benchmarks.md times it.
+    m = onnx.load(os.path.join(ROOT, "tests/data/onnx/ort_optimized/bert_tiny_opset17_extended.onnx"))
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    ln = next(n for n in g.node if n.op_type == "LayerNormalization" and n.input[1] == "emb_norm.weight")
+    pos = numpy_helper.to_array(inits["position.weight"]) + numpy_helper.to_array(inits["token_type.weight"])[0]
+    inits["position.weight"].CopyFrom(numpy_helper.from_array(pos.astype(np.float32), "position.weight"))
+    eps = next(a.f for a in ln.attribute if a.name == "epsilon")
+    fused = [helper.make_node("Cast", ["input_ids"], ["input_ids_int32"], name="embeddings/Cast", to=TensorProto.INT32),
+             helper.make_node("EmbedLayerNormalization", ["input_ids_int32", "", "word.weight", "position.weight", "",
+                                                          "emb_norm.weight", "emb_norm.bias"],
+                              [ln.output[0], "mask_index"], name="embeddings", domain=MS, epsilon=eps)]
+    at = list(g.node).index(ln)
+    nodes = list(g.node[:at]) + fused + list(g.node[at + 1:])
+    # The nodes the embeddings' sum alone read (the lookups, the position ids, the adds) go.
+    while True:
+        read = {i for n in nodes for i in n.input} | {o.name for o in g.output}
+        dead = [n for n in nodes if n.domain != MS and not any(o in read for o in n.output)]
+        if not dead:
+            break
+        nodes = [n for n in nodes if n not in dead]
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in nodes for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    del g.value_info[:]
+    ids = np.random.default_rng(16).integers(0, 64, size=(1, 16)).astype(np.int64)
+    g.input[0].CopyFrom(helper.make_tensor_value_info("input_ids", TensorProto.INT64, ids.shape))
+    m.producer_name = "lnverify make_onnx_contrib_models.py"
+    case("embed_layer_norm_bert", m, [("input_ids", ids)])
+
+
 def attentions():
     x = rand(2, 3, 8)
     w, wb = rand(8, 24), rand(24)
@@ -383,6 +423,39 @@ def unshaped_audit():
                                          [init("w0", rand(8, 8)), init("gamma", g), init("beta", be)]), [("x", x)])
 
 
+def unshaped_decomposed_audit():
+    # The same, the norms spelled out as torch.onnx.export writes them (ReduceMean, Sub, Pow,
+    # ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias; an RMSNorm without the centering):
+    # LN b and RMSNorm c after the Inverse are a "no" naming it, LN a beside it
+    # keeps its verdict.
+    x = rand(2, 8, 8)
+    g, be = 1 + 0.1 * rand(8), 0.1 * rand(8)
+
+    def decomposed(name, v, out, centered=True):
+        p = f"/{name}/"
+        nodes = []
+        if centered:
+            nodes += [helper.make_node("ReduceMean", [v], [p + "mean"], name=p + "ReduceMean", axes=[-1]),
+                      helper.make_node("Sub", [v, p + "mean"], [p + "d"], name=p + "Sub")]
+            v = p + "d"
+        nodes += [helper.make_node("Pow", [v, "two"], [p + "sq"], name=p + "Pow"),
+                  helper.make_node("ReduceMean", [p + "sq"], [p + "var"], name=p + "ReduceMean_1", axes=[-1]),
+                  helper.make_node("Add", [p + "var", "eps"], [p + "var_eps"], name=p + "Add"),
+                  helper.make_node("Sqrt", [p + "var_eps"], [p + "std"], name=p + "Sqrt"),
+                  helper.make_node("Div", [v, p + "std"], [p + "normed"], name=p + "Div"),
+                  helper.make_node("Mul", [p + "normed", "gamma"], [p + "scaled" if centered else out], name=p + "Mul")]
+        if centered:
+            nodes.append(helper.make_node("Add", [p + "scaled", "beta"], [out], name=p + "Add_1"))
+        return nodes
+    nodes = ([helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc")] + decomposed("ln_a", "h", "ya") +
+             [helper.make_node("Inverse", ["x"], ["inv"], name="inverse", domain=MS),
+              helper.make_node("Add", ["inv", "x"], ["r"], name="residual")] + decomposed("ln_b", "r", "yb") +
+             decomposed("rms_c", "inv", "yc", centered=False))
+    inits = [init("w0", rand(8, 8)), init("gamma", g), init("beta", be), init("two", np.array(2.0)),
+             init("eps", np.array(1e-5))]
+    case("inverse_decomposed_unshaped_audit", model(nodes, [("x", x)], ["ya", "yb", "yc"], inits, opset=17), [("x", x)])
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gelus()
@@ -395,3 +468,5 @@ if __name__ == "__main__":
     multi_head_attentions()
     bert_audit()
     unshaped_audit()
+    embed_bert()
+    unshaped_decomposed_audit()

@@ -329,9 +329,6 @@ contrib_bad "MultiHeadAttention without value" m_no_value.onnx "node 'mha' \(com
 contrib_bad "MultiHeadAttention attention_bias" m_attention_bias.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): attention_bias \('ab'\) is not modelled"
 contrib_bad "MultiHeadAttention key_padding_mask of end/start positions" m_end_start.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): key_padding_mask \('mask'\) of shape \[4\] is the end/start positions form"
 E="$ROOT/tests/data/onnx/contrib/embed_layer_norm_position_ids/model.onnx"
-run "fold of a foldable EmbedLayerNormalization" 2 "$LNV" fold "$E" -o "$T/emb.onnx"
-has "EmbedLayerNormalization: says to fold before the transformer optimizer" "norm 'emb' \(com.microsoft.EmbedLayerNormalization\): the ONNX writer does not rewrite it"
-absent "EmbedLayerNormalization: nothing written" "$T/emb.onnx"
 contrib_bad "nchwc layout ops" c_nchwc.onnx "node 'reorder' \(com.microsoft.nchwc.ReorderInput\).*save the model at level 'extended'"
 
 finish

@@ -38,6 +38,26 @@ for f in "$O"/*_basic.onnx "$O"/*_extended.onnx; do
 done
 if [ "$count" -eq 32 ]; then ok "32 optimized files (16 exports x 2 levels)"; else bad "$count optimized files, expected 32"; fi
 
+# EmbedLayerNormalization (tests/data/onnx/contrib: BERT's embeddings fused as ONNX Runtime's
+# transformer optimizer fuses them, and a lookup by position_ids) folds in both modes: the
+# node stays, over its tables centered; the fold computes the source's function and
+# gradients (its params paired by name), and its re-import has the norm over centered
+# lookups, foldable again.
+for c in embed_layer_norm_bert embed_layer_norm_position_ids; do
+  E="$ROOT/tests/data/onnx/contrib/$c/model.onnx"
+  for mode in inference training; do
+    run "$c: $mode fold" 0 "$LNV" fold "$E" --mode "$mode" -o "$T/$c.$mode.onnx"
+    has "$c: $mode fold rewrites the norm" "1 LayerNorm -> RMSNorm"
+    if grep -aq EmbedLayerNormalization "$T/$c.$mode.onnx"; then ok "$c: $mode fold keeps EmbedLayerNormalization"
+    else bad "$c: $mode fold has no EmbedLayerNormalization"; fi
+    run "$c: $mode fold equiv the source" 0 "$LNV" equiv "$E" "$T/$c.$mode.onnx" --mode "$mode" --grad --grad-params
+    has "$c: $mode: equal, gradients paired" "result: equal \([0-9]+ equal, 0 different, 0 inconclusive\)"
+    has "$c: $mode: the word table's gradient compared" "gradient of param 'word_table|gradient of param 'word.weight'"
+    run "$c: audit of the $mode fold" 0 "$LNV" audit "$T/$c.$mode.onnx"
+    has "$c: the $mode fold's norm reads centered lookups" "^(emb|embeddings) +yes +yes"
+  done
+done
+
 # The fused ops these files hold (so the checks above cover them).
 for op in FusedMatMul BiasGelu FusedGemm SkipLayerNormalization SimplifiedLayerNormalization; do
   if grep -aqc "$op" "$O"/*_extended.onnx; then ok "extended files use $op"; else bad "no extended file uses $op"; fi

@@ -105,6 +105,35 @@ TEST(ContribAudit, AnOpWithoutShapeSinksOnlyTheNormsAfterIt) {
       << meta["onnx"]["opaque"].dump();
 }
 
+// The same for norms spelled out (ReduceMean, Sub, Pow, ... as torch.onnx.export writes
+// them): the LN and the RMSNorm after the Inverse are kept as norms of a stand-in
+// for it, the LN a "no" naming it; the LN beside it keeps its "yes".
+TEST(ContribAudit, AnOpWithoutShapeSinksOnlyTheDecomposedNormsAfterIt) {
+  const lnv::Graph g = import_onnx(kDir / "inverse_decomposed_unshaped_audit/model.onnx", {});
+  for (lnv::Mode mode : {lnv::Mode::inference, lnv::Mode::training}) {
+    const lnv::FoldPlan plan = lnv::detect_foldable(g, mode);
+    ASSERT_EQ(plan.layer_norms.size(), 2u);
+    const auto& a = plan.layer_norms[0].name == "/ln_a/LayerNormalization" ? plan.layer_norms[0] : plan.layer_norms[1];
+    const auto& b = plan.layer_norms[0].name == "/ln_b/LayerNormalization" ? plan.layer_norms[0] : plan.layer_norms[1];
+    EXPECT_EQ(a.name, "/ln_a/LayerNormalization");
+    EXPECT_EQ(b.name, "/ln_b/LayerNormalization");
+    EXPECT_TRUE(a.foldable[size_t(mode)]) << a.reason[size_t(mode)];
+    EXPECT_FALSE(b.foldable[size_t(mode)]);
+    EXPECT_TRUE(b.opaque);
+    EXPECT_NE(b.reason[size_t(mode)].find("`inverse`"), std::string::npos) << b.reason[size_t(mode)];
+    EXPECT_NE(b.reason[size_t(mode)].find("com.microsoft.Inverse"), std::string::npos) << b.reason[size_t(mode)];
+  }
+  int rms = 0;
+  for (const lnv::Node& n : g.nodes) {
+    if (n.op != lnv::Op::rms_norm) continue;
+    ++rms;
+    EXPECT_EQ(n.name, "/rms_c/RMSNormalization");
+    EXPECT_EQ(g.nodes[size_t(g.node_index(n.inputs[0]))].op_type, "com.microsoft.Inverse");
+  }
+  EXPECT_EQ(rms, 1);
+  EXPECT_EQ(g.outputs.size(), 3u);  // ya, and the two norms in place of yb and yc
+}
+
 // FusedGemm with an activation model.json has no op for: one opaque node, the reason naming it.
 TEST(ContribAudit, AnActivationNotModelledIsOpaqueNamingIt) {
   const lnv::Graph g = import_onnx(kDir / "fused_gemm_leakyrelu_audit/model.onnx", {});

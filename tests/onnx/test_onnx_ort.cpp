@@ -391,6 +391,85 @@ TEST(OrtOptimized, FoldStaysFusedAndAgreesWithTheSource) {
   EXPECT_GE(skip_norms, 2) << "no SkipLayerNormalization was folded";
 }
 
+onnx::ModelProto parsed(const fs::path& model) {
+  onnx::ModelProto mp;
+  std::ifstream in(model, std::ios::binary);
+  if (!mp.ParseFromIstream(&in)) throw std::runtime_error("cannot parse " + model.string());
+  return mp;
+}
+
+// BERT as ONNX Runtime's transformer optimizer leaves it, its embeddings fused into one
+// EmbedLayerNormalization (tests/data/onnx/contrib/embed_layer_norm_bert): the fold keeps
+// that node, over tables centered row by row (in place in inference, by a ReduceMean and a
+// Sub in the graph in training), and every other node byte for byte; ORT runs it within
+// the source's float32 noise of lnverify's float64 evaluation of the source, top-1 100%.
+TEST(OrtOptimized, EmbedLayerNormalizationFoldsOverCenteredTables) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  if (!fold_writes_onnx()) GTEST_SKIP() << "this lnverify does not write ONNX";
+  const fs::path dir = kDir / "contrib/embed_layer_norm_bert";
+  const fs::path source = dir / "model.onnx", input = dir / "test_data_set_0/input_0.pb";
+  const Tensor ids = load_tensor_pb(input);
+  lnv::Tensor<double> x;
+  x.shape = ids.dims;
+  x.data.assign(ids.ints.begin(), ids.ints.end());
+  const std::vector<double> ref =
+      lnv::eval::evaluate<double>(import_onnx(source, {}), {x}, lnv::eval::RunOptions{}).outputs.at(0).data;
+  const Tensor ort_source = load_tensor_pb(dir / "test_data_set_0/output_0.pb");
+  const double bound = kNoiseFactor * std::max(max_abs_diff(ort_source.floats, ref), std::ldexp(largest(ref), -23));
+  const auto ref_top1 = top1(ref, ort_source.dims);
+  const onnx::ModelProto src = parsed(source);
+  for (const char* mode : {"inference", "training"}) {
+    const fs::path out = scratch(std::string("embed.") + mode);
+    const std::string cmd = std::string("'") + LNV_CLI + "' fold " + shell_quoted(source) + " -o " +
+                            shell_quoted(out / "folded.onnx") + " --mode " + mode;
+    ASSERT_EQ(std::system((cmd + " > " + shell_quoted(out / "fold.log") + " 2>&1").c_str()), 0) << cmd;
+    const onnx::ModelProto fold = parsed(out / "folded.onnx");
+    std::map<std::string, std::string> after;
+    for (const auto& n : fold.graph().node()) after[n.name()] = n.SerializeAsString();
+    const bool inference = std::string(mode) == "inference";
+    for (onnx::NodeProto n : src.graph().node()) {
+      ASSERT_TRUE(after.count(n.name())) << mode << ": " << n.name();
+      onnx::NodeProto folded;
+      folded.ParseFromString(after.at(n.name()));
+      if (n.op_type() == "EmbedLayerNormalization" && !inference) {
+        // In training it reads the tables centered in the graph; the rest is as it was.
+        EXPECT_EQ(folded.input(2), "word.weight.centered") << folded.DebugString();
+        EXPECT_EQ(folded.input(3), "position.weight.centered") << folded.DebugString();
+        for (int k : {2, 3}) folded.set_input(k, n.input(k));
+      }
+      EXPECT_EQ(folded.SerializeAsString(), n.SerializeAsString()) << mode << ": " << n.name();
+    }
+    if (inference) {
+      // The tables' rows centered in place; every other initializer byte for byte.
+      std::map<std::string, std::string> stored;
+      for (const auto& t : src.graph().initializer()) stored[t.name()] = t.SerializeAsString();
+      for (const auto& t : fold.graph().initializer()) {
+        if (t.name() != "word.weight" && t.name() != "position.weight") {
+          EXPECT_EQ(t.SerializeAsString(), stored[t.name()]) << t.name();
+          continue;
+        }
+        EXPECT_NE(t.SerializeAsString(), stored[t.name()]) << t.name() << " is not centered";
+        const fs::path pb = out / (t.name() + ".pb");
+        std::ofstream(pb, std::ios::binary) << t.SerializeAsString();
+        const Tensor table = load_tensor_pb(pb);
+        const size_t d = size_t(table.dims.back());
+        for (size_t r = 0; r < table.floats.size(); r += d) {
+          double sum = 0, size = 0;
+          for (size_t c = 0; c < d; ++c) sum += table.floats[r + c], size = std::max(size, std::fabs(table.floats[r + c]));
+          EXPECT_LE(std::fabs(sum / double(d)), std::ldexp(size, -22)) << t.name() << " row " << r / d;
+        }
+      }
+    }
+    const Tensor got = run_ort(out / "folded.onnx", input, out / "out");
+    const double diff = max_abs_diff(got.floats, ref);
+    std::cout << "embed_layer_norm_bert fold --mode " << mode << ": max |ORT - lnverify f64 of the source| "
+              << diff << " (bound " << bound << "), top-1 " << agreeing(top1(got.floats, got.dims), ref_top1)
+              << "/" << ref_top1.size() << "\n";
+    EXPECT_LE(diff, bound) << mode;
+    EXPECT_EQ(agreeing(top1(got.floats, got.dims), ref_top1), ref_top1.size()) << mode;
+  }
+}
+
 // The op types of the graph ONNX Runtime runs for `model` (its optimized graph), counted.
 std::map<std::string, int> ort_ops(const fs::path& model, const fs::path& input, const fs::path& dir) {
   const fs::path opt = dir / (model.stem().string() + ".optimized.onnx");
