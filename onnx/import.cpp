@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/model_json.h"
 #include "onnx/constant_fold.h"
+#include "onnx/import_compositions.h"
 #include "onnx/import_context.h"
 #include "onnx/spellings.h"
 
@@ -331,7 +332,7 @@ void map_softmax(Importer& im, const onnx_import::Node& n, size_t i) {
 }
 
 // ReduceMean/ReduceMax, ReduceSum (a mean scaled by the count), GlobalAveragePool,
-// GlobalMaxPool, and AveragePool whose one window covers every spatial position.
+// GlobalMaxPool.
 void map_reduce(Importer& im, const onnx_import::Node& n, size_t i) {
   const std::vector<int64_t> x = im.shape(n.inputs[0]);
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -347,15 +348,6 @@ void map_reduce(Importer& im, const onnx_import::Node& n, size_t i) {
       for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
     }
   } else {
-    if (n.op_type == "AveragePool") {
-      const auto kernel = im.attr_ints(n, "kernel_shape", {});
-      const auto pads = im.attr_ints(n, "pads", std::vector<int64_t>(2 * kernel.size(), 0));
-      const bool whole = std::equal(kernel.begin(), kernel.end(), x.begin() + 2, x.end()) &&
-                         std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
-                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_UPPER" &&
-                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_LOWER";
-      if (!whole) return im.opaque(i, "a window smaller than the input");
-    }
     for (int64_t k = 2; k < rank; ++k) axes.push_back(k);
   }
   const bool is_max = n.op_type == "ReduceMax" || n.op_type == "GlobalMaxPool";
