@@ -39,7 +39,9 @@ struct Builder {
     ValueInfo v;
     v.name = name;
     v.type = ElemType::Float;
-    for (int64_t d : dims) v.shape.push_back(Dim{d, ""});
+    std::vector<Dim> shape;
+    for (int64_t d : dims) shape.push_back(Dim{d, ""});
+    v.shape = shape;
     return v;
   }
   void init(const std::string& name, std::vector<int64_t> dims, std::vector<double> values) {
@@ -87,7 +89,7 @@ struct Builder {
     n.attributes.push_back(a);
   }
   void layer_norm(const std::string& name, const std::string& in, int64_t d, const std::string& out) {
-    std::vector<double> g(size_t(d)), b(size_t(d));
+    std::vector<double> g(static_cast<size_t>(d)), b(static_cast<size_t>(d));
     for (int64_t k = 0; k < d; ++k) g[size_t(k)] = 1.0 + 0.1 * double(k), b[size_t(k)] = 0.2 - 0.05 * double(k);
     init(name + ".g", {d}, g);
     init(name + ".b", {d}, b);
