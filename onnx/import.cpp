@@ -23,7 +23,7 @@ using lnv::Node;
 // ---- one mapper per op family ----------------------------------------------------------
 
 void map_alias(Importer& im, const onnx_import::Node& n, size_t i) {
-  if (n.op_type == "Cast" && !(is_float_type(im.elem_type(n.inputs[0])) &&
+  if ((n.op_type == "Cast" || n.op_type == "CastLike") && !(is_float_type(im.elem_type(n.inputs[0])) &&
                                is_float_type(im.elem_type(n.outputs[0]))))
     return im.opaque(i, "a Cast between non-float types");
   im.alias(n.outputs[0], n.inputs[0]);
@@ -48,7 +48,7 @@ void map_binary(Importer& im, const onnx_import::Node& n, size_t i) {
 void map_pow(Importer& im, const onnx_import::Node& n, size_t i) {
   const auto e = im.scalar(n.inputs[1]);
   if (e && *e == 1.0) return im.alias(n.outputs[0], n.inputs[0]);
-  if (!e || *e != 2.0) return im.opaque(i, "an exponent other than the constant 2");
+  if (!e || *e != 2.0) return map_pow_composite(im, n, i);
   const std::string x = im.value(n.inputs[0]);
   im.emit_final(im.node(n, i, Op::mul, {x, x}), n.outputs[0]);
 }

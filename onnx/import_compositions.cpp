@@ -244,7 +244,7 @@ void map_log_softmax(Importer& im, const onnx_import::Node& n, size_t i) {
   c.finish(y);
 }
 
-// ReduceMin = -max(-x); ReduceSumSquare = sum(x²); ReduceL1 = sum(|x|); ReduceL2 =
+// ReduceProd = the product of the slices; ReduceMin = -max(-x); ReduceSumSquare = sum(x²); ReduceL1 = sum(|x|); ReduceL2 =
 // sqrt(sum(x²)); ReduceLogSum = log(sum(x)); ReduceLogSumExp = log(sum(exp(x - m))) + m, m
 // the max (ONNX Runtime's stable form, equal in exact arithmetic).
 void map_reduce_composite(Importer& im, const onnx_import::Node& n, size_t i) {
@@ -269,6 +269,16 @@ void map_reduce_composite(Importer& im, const onnx_import::Node& n, size_t i) {
   if (t == "ReduceL1") return c.finish(c.sum(c.abs(x), x_shape, axes, keep));
   if (t == "ReduceL2") return c.finish(c.op(Op::sqrt, {c.sum(c.op(Op::mul, {x, x}), x_shape, axes, keep)}));
   if (t == "ReduceLogSum") return c.finish(c.op(Op::log, {c.sum(x, x_shape, axes, keep)}));
+  if (t == "ReduceProd") {  // the product of the slices along each axis, one axis at a time
+    std::string p = x;
+    for (int64_t a : normalize_axes(axes, rank, im.describe(i))) {
+      if (x_shape[size_t(a)] > 64) return im.opaque(i, "more than 64 elements along a reduced axis");
+      std::string prod = c.slice(p, {a}, {0}, {1}, {1});
+      for (int64_t k = 1; k < x_shape[size_t(a)]; ++k) prod = c.op(Op::mul, {prod, c.slice(p, {a}, {k}, {k + 1}, {1})});
+      p = prod;
+    }
+    return c.finish(keep ? p : c.reshape(p, c.out_shape()));
+  }
   // ReduceLogSumExp
   const std::string m = c.reduce(Op::max, x, axes, true);
   const std::string e = c.op(Op::exp, {c.op(Op::sub, {x, m})});
@@ -824,6 +834,179 @@ void map_shrink(Importer& im, const onnx_import::Node& n, size_t i) {
   const std::string up = c.op(Op::relu, {c.op(Op::add, {x, l})});
   const std::string down = c.op(Op::relu, {c.op(Op::add, {c.scale(x, -1.0), l})});
   c.finish(c.op(Op::sub, {up, down}));
+}
+
+// Pow by a constant exponent of integers 0 ... 16 (per element, broadcast): the product
+// over k = 1 ... max of where(y >= k, x, 1); of integers -16 ... 0: its reciprocal; of 0.5
+// everywhere: sqrt. Other exponents are opaque.
+void map_pow_composite(Importer& im, const onnx_import::Node& n, size_t i) {
+  const Initializer* e = im.constant(n.inputs[1]);
+  if (!e || !im.is_float_value(n.inputs[0])) return im.opaque(i, "an exponent that is not a constant, or an integer base");
+  std::vector<double> y = e->value.is_float() ? im.floats(n.inputs[1])
+                                              : std::vector<double>(e->value.ints.begin(), e->value.ints.end());
+  Composer c(im, n, i);
+  const Shape out = c.out_shape();
+  std::string x = c.in(0);
+  if (std::all_of(y.begin(), y.end(), [](double v) { return v == 0.5; }) && c.shape(0) == out)
+    return c.finish(c.op(Op::sqrt, {x}));
+  const bool integral = std::all_of(y.begin(), y.end(), [](double v) { return v == std::floor(v) && std::fabs(v) <= 16; });
+  const bool up = std::all_of(y.begin(), y.end(), [](double v) { return v >= 0; });
+  const bool down = std::all_of(y.begin(), y.end(), [](double v) { return v <= 0; });
+  if (!integral || !(up || down)) return im.opaque(i, "an exponent other than integers of one sign up to 16, or 0.5");
+  if (c.shape(0) != out) {
+    lnv::Node ex = c.node(Op::expand, {x});
+    ex.shape = out;
+    x = c.emit(std::move(ex));
+  }
+  double top = 0;
+  for (double v : y) top = std::max(top, std::fabs(v));
+  const Shape y_shape = e->value.dims.empty() ? Shape{1} : Shape(e->value.dims.begin(), e->value.dims.end());
+  const std::string one = c.scalar("one", 1.0);
+  std::string p;
+  for (int64_t k = 1; k <= int64_t(top); ++k) {
+    lnv::Node w = c.node(Op::where, {x, one});
+    w.condition_shape = y_shape;
+    for (double v : y) w.condition.push_back(std::fabs(v) >= double(k) ? 1 : 0);
+    const std::string f = c.emit(std::move(w));
+    p = p.empty() ? f : c.op(Op::mul, {p, f});
+  }
+  if (p.empty()) {  // x⁰ = 1
+    lnv::Node z = c.node(Op::where, {x, one});
+    z.condition_shape = {1};
+    z.condition = {0};
+    p = c.emit(std::move(z));
+  }
+  c.finish(down && top > 0 ? c.op(Op::reciprocal, {p}) : p);
+}
+
+// MeanVarianceNormalization (ONNX's function body): (x - E x) / (sqrt(E x² - (E x)²) +
+// 1e-9) over `axes` (default [0, 2, 3]); E x² - (E x)² is written as E (x - E x)², equal in
+// exact arithmetic.
+void map_mvn(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!float_input(im, n)) return im.opaque(i, "an integer operand");
+  Composer c(im, n, i);
+  const Axes axes = im.attr_ints(n, "axes", {0, 2, 3});
+  const int64_t rank = int64_t(c.shape(0).size());
+  for (int64_t a : axes)
+    if (a < -rank || a >= rank) c.fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank));
+  const std::string x = c.in(0);
+  const std::string d = c.op(Op::sub, {x, c.reduce(Op::mean, x, axes, true)});
+  const std::string sd = c.op(Op::sqrt, {c.reduce(Op::mean, c.op(Op::mul, {d, d}), axes, true)});
+  c.finish(c.op(Op::div, {d, c.op(Op::add, {sd, c.scalar("eps", 1e-9)})}));
+}
+
+// LRN: x / (bias + alpha / size · Σ x² over the channels c - ⌊(size-1)/2⌋ ... c +
+// ⌈(size-1)/2⌉)^beta; the window sum is the sum of `size` slices of the zero-padded x²,
+// the power exp(beta · log(·)) of a positive base.
+void map_lrn(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!float_input(im, n)) return im.opaque(i, "an integer operand");
+  Composer c(im, n, i);
+  const Shape x_shape = c.shape(0);
+  const int64_t size = im.attr_i(n, "size", 0);
+  if (size < 1) c.fail("size must be positive");
+  if (x_shape.size() < 3) c.fail("expected an input of rank 3 or more (N, C, spatial...)");
+  const double alpha = im.attr_f(n, "alpha", 1e-4), beta = im.attr_f(n, "beta", 0.75), bias = im.attr_f(n, "bias", 1.0);
+  if (!(bias > 0) || alpha < 0) return im.opaque(i, "a bias that is not positive, or a negative alpha");
+  if (size > 64) return im.opaque(i, "a window of more than 64 channels");
+  const std::string x = c.in(0);
+  lnv::Node p = c.node(Op::pad, {c.op(Op::mul, {x, x})});
+  p.pads.assign(2 * x_shape.size(), 0);
+  p.pads[1] = (size - 1) / 2;
+  p.pads[1 + x_shape.size()] = size / 2;
+  const std::string padded = c.emit(std::move(p));
+  std::string s;
+  for (int64_t k = 0; k < size; ++k) {
+    const std::string sl = c.slice(padded, {1}, {k}, {k + x_shape[1]}, {1});
+    s = s.empty() ? sl : c.op(Op::add, {s, sl});
+  }
+  const std::string base = c.op(Op::add, {c.scale(s, alpha / double(size)), c.scalar("bias", bias)});
+  const std::string power = c.op(Op::exp, {c.scale(c.op(Op::log, {base}), beta)});
+  c.finish(c.op(Op::div, {x, power}));
+}
+
+// ConvTranspose (1-D, 2-D; constant weight and bias): the input with s - 1 zeros between
+// neighbours along each spatial axis (a matmul by a constant 0/1 matrix, the axis moved
+// last), zero-padded by (k - 1)·d - pad_begin before and what the output's length needs
+// after, then a stride-1 conv1d/conv2d with the kernel flipped and its channel axes
+// swapped per group: y[o] = Σ x[i] W[k] over o = i·s + k·d - pad_begin.
+void map_conv_transpose(Importer& im, const onnx_import::Node& n, size_t i) {
+  if (!im.is_constant(n.inputs[1])) return im.opaque(i, "a weight that is not a constant");
+  const bool biased = n.inputs.size() > 2 && !n.inputs[2].empty();
+  if (biased && !im.is_constant(n.inputs[2])) return im.opaque(i, "a bias that is not a constant");
+  Composer c(im, n, i);
+  const Shape x = c.shape(0), w = c.shape(1), out = c.out_shape();
+  if (w.size() != 3 && w.size() != 4) return im.opaque(i, "not a 1-D or 2-D transposed convolution");
+  const size_t s = w.size() - 2;
+  if (x.size() != w.size()) c.fail("the weight's rank is not the input's");
+  const int64_t groups = im.attr_i(n, "group", 1);
+  if (groups < 1 || x[1] % groups || x[1] != w[0]) c.fail("the input's channels must equal the weight's first dim, a multiple of group");
+  const auto strides = im.attr_ints(n, "strides", std::vector<int64_t>(s, 1));
+  const auto dilations = im.attr_ints(n, "dilations", std::vector<int64_t>(s, 1));
+  const auto out_pad = im.attr_ints(n, "output_padding", std::vector<int64_t>(s, 0));
+  auto pads = im.attr_ints(n, "pads", std::vector<int64_t>(2 * s, 0));
+  if (strides.size() != s || dilations.size() != s || out_pad.size() != s || pads.size() != 2 * s)
+    c.fail("strides, dilations, output_padding and pads must have one entry per spatial axis (pads two)");
+  const std::string auto_pad = im.attr_s(n, "auto_pad", "NOTSET");
+  const bool explicit_shape = n.attr("output_shape") != nullptr;
+  std::vector<int64_t> left(s), right(s);
+  for (size_t k = 0; k < s; ++k) {
+    if (strides[k] < 1 || dilations[k] < 1) c.fail("strides and dilations must be positive");
+    const int64_t span = (w[2 + k] - 1) * dilations[k];
+    const int64_t stuffed = (x[2 + k] - 1) * strides[k] + 1;
+    const int64_t total = stuffed - 1 + out_pad[k] + span + 1 - out[2 + k];
+    auto floor_half = [](int64_t t) { return t >= 0 ? t / 2 : -((-t + 1) / 2); };
+    int64_t begin = pads[k];
+    if (auto_pad == "SAME_UPPER") begin = floor_half(total);
+    else if (auto_pad == "SAME_LOWER" || explicit_shape) begin = total - floor_half(total);
+    else if (auto_pad == "VALID") begin = 0;
+    left[k] = span - begin;
+    right[k] = out[2 + k] - stuffed + begin;
+    if (left[k] < 0 || right[k] < 0) return im.opaque(i, "pads larger than the kernel's span");
+  }
+  std::string v = c.in(0);
+  const int64_t rank = int64_t(x.size());
+  for (size_t k = 0; k < s; ++k) {  // zeros between neighbours
+    if (strides[k] == 1 || x[2 + k] == 1) continue;
+    const int64_t a = int64_t(k + 2), len = x[2 + k], stuffed = (len - 1) * strides[k] + 1;
+    std::vector<double> m(size_t(len * stuffed), 0.0);
+    for (int64_t j = 0; j < len; ++j) m[size_t(j * stuffed + j * strides[k])] = 1.0;
+    std::vector<int64_t> perm(static_cast<size_t>(rank));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[size_t(a)], perm[size_t(rank - 1)]);
+    if (a != rank - 1) v = c.transpose(v, perm);
+    v = c.op(Op::matmul, {v, c.constant("stuff" + std::to_string(k), {len, stuffed}, std::move(m))});
+    if (a != rank - 1) v = c.transpose(v, perm);
+  }
+  if (std::any_of(left.begin(), left.end(), [](int64_t p) { return p > 0; }) ||
+      std::any_of(right.begin(), right.end(), [](int64_t p) { return p > 0; })) {
+    lnv::Node p = c.node(Op::pad, {v});
+    p.pads.assign(2 * x.size(), 0);
+    for (size_t k = 0; k < s; ++k) p.pads[k + 2] = left[k], p.pads[k + 2 + x.size()] = right[k];
+    v = c.emit(std::move(p));
+  }
+  // W [C_in, C_out/g, k...] -> [C_out, C_in/g, k...], flipped along the kernel axes.
+  const std::vector<double> wv = im.floats(n.inputs[1]);
+  const int64_t cin_g = w[0] / groups, cout_g = w[1], kh = w[2], kw = s == 2 ? w[3] : 1;
+  std::vector<double> flipped(wv.size());
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t oo = 0; oo < cout_g; ++oo)
+      for (int64_t cc = 0; cc < cin_g; ++cc)
+        for (int64_t a = 0; a < kh; ++a)
+          for (int64_t b = 0; b < kw; ++b) {
+            const int64_t from = (((g * cin_g + cc) * cout_g + oo) * kh + a) * kw + b;
+            const int64_t to = (((g * cout_g + oo) * cin_g + cc) * kh + (kh - 1 - a)) * kw + (kw - 1 - b);
+            flipped[size_t(to)] = wv[size_t(from)];
+          }
+  Shape fshape = {groups * cout_g, cin_g, kh};
+  if (s == 2) fshape.push_back(kw);
+  lnv::Node conv = c.node(s == 1 ? Op::conv1d : Op::conv2d, {v});
+  conv.weight = c.constant("weight", fshape, std::move(flipped));
+  if (biased) conv.bias = c.constant("bias", {groups * cout_g}, im.floats(n.inputs[2]));
+  conv.stride = std::vector<int64_t>(s, 1);
+  conv.padding = std::vector<int64_t>(s, 0);
+  conv.dilation = dilations;
+  conv.groups = groups;
+  c.finish(c.emit(std::move(conv)));
 }
 
 }  // namespace lnv::onnx_import

@@ -30,5 +30,10 @@ void map_einsum(Importer& im, const onnx_import::Node& n, size_t i);
 void map_resize(Importer& im, const onnx_import::Node& n, size_t i);  // Resize, Upsample
 void map_depth_space(Importer& im, const onnx_import::Node& n, size_t i);
 void map_shrink(Importer& im, const onnx_import::Node& n, size_t i);
+// Pow by exponents other than 1 and 2 (onnx/import.cpp's map_pow reads those).
+void map_pow_composite(Importer& im, const onnx_import::Node& n, size_t i);
+void map_mvn(Importer& im, const onnx_import::Node& n, size_t i);  // MeanVarianceNormalization
+void map_lrn(Importer& im, const onnx_import::Node& n, size_t i);
+void map_conv_transpose(Importer& im, const onnx_import::Node& n, size_t i);
 
 }  // namespace lnv::onnx_import

@@ -125,7 +125,9 @@ struct Builder {
 bool foldable(const lnv::FoldPlan& plan, const std::string& ln) {
   for (const lnv::LnVerdict& v : plan.layer_norms)
     if (v.name.find(ln) != std::string::npos) return v.foldable[0];
-  throw std::runtime_error("no LN " + ln);
+  std::string names;
+  for (const lnv::LnVerdict& v : plan.layer_norms) names += " " + v.name;
+  throw std::runtime_error("no LN " + ln + " among" + names);
 }
 
 // The rewrite of `plan` changes no output of g (random inputs, double).

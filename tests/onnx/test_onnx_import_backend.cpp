@@ -58,7 +58,7 @@ bool read_as_weight(const Graph& g, const std::string& v) {
   for (const Node& n : g.nodes)
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] == v &&
-          (n.op_type == "Conv" || n.op_type == "BatchNormalization" || n.op_type == "Pow" ||
+          (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "BatchNormalization" || n.op_type == "Pow" ||
            n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" ||
            n.op_type == "Clip" || n.op_type == "Pad" || n.op_type == "PRelu" ||
            n.op_type == "InstanceNormalization" || n.op_type == "Resize" || n.op_type == "Upsample"))
