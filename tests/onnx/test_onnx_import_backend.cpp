@@ -52,8 +52,9 @@ bool only_gather_indices(const Graph& g, const std::string& v) {
   return read;
 }
 
-// Whether graph input `v` is read as a weight (a Conv's, a norm's), statistics, an
-// exponent or a Clip bound: a constant in a real model.
+// Whether graph input `v` is read as a weight (a Conv's, a ConvTranspose's, a norm's, a
+// PRelu slope), statistics, an exponent, a Clip bound or Resize's scales: a constant in a
+// real model.
 bool read_as_weight(const Graph& g, const std::string& v) {
   for (const Node& n : g.nodes)
     for (size_t k = 1; k < n.inputs.size(); ++k)
