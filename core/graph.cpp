@@ -313,6 +313,7 @@ int64_t cbwc_attr_axis(Op op, const std::string& attr) {
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
     case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:
     case Op::silu: case Op::exp: case Op::sqrt: case Op::reciprocal: case Op::erf:
+    case Op::log: case Op::sin: case Op::cos: case Op::atan:
     case Op::hard_sigmoid: case Op::hard_swish: case Op::clip:
     case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:

@@ -37,7 +37,8 @@ enum class OpFamily : uint8_t {
   scale,               // multiplication by a constant factor
   dropout,             // identity at inference, a random mask when training
   unary_nonlinearity,  // elementwise relu, gelu, tanh, sigmoid, silu, exp, sqrt,
-                       // reciprocal, erf, hard_sigmoid, hard_swish, clip
+                       // reciprocal, erf, hard_sigmoid, hard_swish, clip,
+                       // log, sin, cos, atan
   softmax,
   reduction,           // mean, max over axes
   shape_op,            // transpose, reshape, slice, expand, pad: moves or copies elements
@@ -141,7 +142,7 @@ constexpr const OpAttr* op_attr(Op op, std::string_view key) {
 }
 
 // Elementwise unary nonlinearities (relu, gelu, tanh, sigmoid, silu, exp, sqrt, reciprocal,
-// erf, hard_sigmoid, hard_swish, clip).
+// erf, hard_sigmoid, hard_swish, clip, log, sin, cos, atan).
 constexpr bool is_unary_nonlinearity(Op op) {
   return op_family(op) == OpFamily::unary_nonlinearity;
 }

@@ -72,6 +72,10 @@ class Rules {
       case Op::sqrt:
       case Op::reciprocal:
       case Op::erf:
+      case Op::log:
+      case Op::sin:
+      case Op::cos:
+      case Op::atan:
       case Op::hard_sigmoid:
       case Op::hard_swish: return in_[0];
       case Op::clip:

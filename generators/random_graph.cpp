@@ -368,10 +368,10 @@ class Builder {
       case 7: {
         static const std::vector<Op> kUnary = ops_where(is_unary_nonlinearity);
         const Op op = kUnary[c[1] % kUnary.size()];
-        // sqrt and reciprocal need a positive operand (outside their domain the
+        // sqrt, reciprocal and log need a positive operand (outside their domain the
         // evaluators refuse): they read exp(v).
         std::string in = v.name;
-        if (op == Op::sqrt || op == Op::reciprocal) in = emit(node(Op::exp, {v.name}), v.feat).name;
+        if (op == Op::sqrt || op == Op::reciprocal || op == Op::log) in = emit(node(Op::exp, {v.name}), v.feat).name;
         Node n = node(op, {in});
         // Kinks where the values are (as relu's at 0): a clip or hard_sigmoid that no
         // value crosses is affine, and passes a shift that an LN after it absorbs, which

@@ -338,6 +338,7 @@ class Exporter {
       case Op::dropout: emit(onnx_op_of(n.op), n.name, {value(n.inputs[0]), scalar(n.name, "ratio", n.p)}, n.name); return;
       case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::exp:
       case Op::sqrt: case Op::reciprocal: case Op::erf: case Op::hard_sigmoid: case Op::hard_swish:
+      case Op::log: case Op::sin: case Op::cos: case Op::atan:
       case Op::clip: return export_unary(n);
       case Op::softmax: {
         ox::NodeProto* np = nullptr;
@@ -523,6 +524,7 @@ class Exporter {
     switch (n.op) {
       case Op::relu: case Op::tanh: case Op::sigmoid: case Op::exp: case Op::sqrt:
       case Op::reciprocal: case Op::erf: case Op::hard_swish:
+      case Op::log: case Op::sin: case Op::cos: case Op::atan:
         emit(onnx_op_of(n.op), n.name, {x}, n.name);
         return;
       case Op::silu: {

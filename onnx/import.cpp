@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/model_json.h"
 #include "onnx/constant_fold.h"
+#include "onnx/import_compositions.h"
 #include "onnx/import_context.h"
 #include "onnx/spellings.h"
 
@@ -26,7 +27,8 @@ void map_alias(Importer& im, const onnx_import::Node& n, size_t i) {
   // cast for ONNX Runtime's kernels, which read int32): what reads it reads the input.
   const ElemType to = im.elem_type(n.outputs[0]);
   const bool ids = im.is_index_input(n.inputs[0]) && (to == ElemType::Int32 || to == ElemType::Int64);
-  if (n.op_type == "Cast" && !ids && !(is_float_type(im.elem_type(n.inputs[0])) && is_float_type(to)))
+  if ((n.op_type == "Cast" || n.op_type == "CastLike") && !ids &&
+      !(is_float_type(im.elem_type(n.inputs[0])) && is_float_type(to)))
     return im.opaque(i, "a Cast between non-float types");
   im.alias(n.outputs[0], n.inputs[0]);
 }
@@ -50,7 +52,7 @@ void map_binary(Importer& im, const onnx_import::Node& n, size_t i) {
 void map_pow(Importer& im, const onnx_import::Node& n, size_t i) {
   const auto e = im.scalar(n.inputs[1]);
   if (e && *e == 1.0) return im.alias(n.outputs[0], n.inputs[0]);
-  if (!e || *e != 2.0) return im.opaque(i, "an exponent other than the constant 2");
+  if (!e || *e != 2.0) return map_pow_composite(im, n, i);
   const std::string x = im.value(n.inputs[0]);
   im.emit_final(im.node(n, i, Op::mul, {x, x}), n.outputs[0]);
 }
@@ -334,7 +336,7 @@ void map_softmax(Importer& im, const onnx_import::Node& n, size_t i) {
 }
 
 // ReduceMean/ReduceMax, ReduceSum (a mean scaled by the count), GlobalAveragePool,
-// GlobalMaxPool, and AveragePool whose one window covers every spatial position.
+// GlobalMaxPool.
 void map_reduce(Importer& im, const onnx_import::Node& n, size_t i) {
   const std::vector<int64_t> x = im.shape(n.inputs[0]);
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -350,15 +352,6 @@ void map_reduce(Importer& im, const onnx_import::Node& n, size_t i) {
       for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
     }
   } else {
-    if (n.op_type == "AveragePool") {
-      const auto kernel = im.attr_ints(n, "kernel_shape", {});
-      const auto pads = im.attr_ints(n, "pads", std::vector<int64_t>(2 * kernel.size(), 0));
-      const bool whole = std::equal(kernel.begin(), kernel.end(), x.begin() + 2, x.end()) &&
-                         std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
-                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_UPPER" &&
-                         im.attr_s(n, "auto_pad", "NOTSET") != "SAME_LOWER";
-      if (!whole) return im.opaque(i, "a window smaller than the input");
-    }
     for (int64_t k = 2; k < rank; ++k) axes.push_back(k);
   }
   const bool is_max = n.op_type == "ReduceMax" || n.op_type == "GlobalMaxPool";

@@ -108,13 +108,13 @@ run "equiv of a causal LM of 128 tokens and its fold" 0 "$LNV" equiv "$L" "$T/lm
 has "equiv: equal" "result: equal \(1 equal, 0 different, 0 inconclusive\)"
 
 # --- ops lnverify does not model: opaque, named ------------------------------------------
-O=/usr/share/libonnx-testdata/data/node/test_sin/model.onnx  # Sin: not a model.json op
+O=/usr/share/libonnx-testdata/data/node/test_floor/model.onnx  # Floor: not a model.json op
 run "audit of a model with an opaque op" 0 "$LNV" audit "$O"
-has "audit: lists the opaque op as the file names it" "opaque ops .*\(Sin\)"
+has "audit: lists the opaque op as the file names it" "opaque ops .*\(Floor\)"
 run "eval needing an opaque op" 2 "$LNV" eval "$O"
-has "eval: names the op" "cannot evaluate op 'Sin'"
+has "eval: names the op" "cannot evaluate op 'Floor'"
 run "check needing an opaque op is inconclusive" 3 "$LNV" check "$O"
-has "check: names the op" "inconclusive: node .*: cannot evaluate op 'Sin'"
+has "check: names the op" "inconclusive: node .*: cannot evaluate op 'Floor'"
 
 # --- dims ----------------------------------------------------------------------------------
 # A free dim (symbolic, no --dim) is bound to 1, with one warning line naming them all;

@@ -1059,7 +1059,8 @@ TEST(AnalysisRules, MeansPassThroughPointwiseConvsOnly) {
 // The unary ops of an ONNX import are nonlinearities: a shift of fc reaching one breaks
 // (ln is not foldable, the reason names it), and an LN of its output keeps an opaque atom.
 TEST(AnalysisRules, ImportedUnaryOpsBreakAndAreOpaque) {
-  for (Op op : {Op::sqrt, Op::reciprocal, Op::erf, Op::hard_sigmoid, Op::hard_swish, Op::clip}) {
+  for (Op op : {Op::sqrt, Op::reciprocal, Op::erf, Op::hard_sigmoid, Op::hard_swish, Op::clip,
+                Op::log, Op::sin, Op::cos, Op::atan}) {
     SCOPED_TRACE(std::string(op_name(op)));
     GraphBuilder b = linear_start();
     layer_norm(b, "ln", "fc");
@@ -1074,9 +1075,9 @@ TEST(AnalysisRules, ImportedUnaryOpsBreakAndAreOpaque) {
   }
 }
 
-// Which of them keep a structural zero zero: sqrt, erf, hard_swish always; clip when 0 lies
-// within its bounds; hard_sigmoid when beta <= 0 (hard_sigmoid(0) = clamp(beta, 0, 1));
-// reciprocal never. ln reads fc + u(sub(x, x)): foldable exactly when u(0) = 0.
+// Which of them keep a structural zero zero: sqrt, erf, hard_swish, sin, atan always; clip
+// when 0 lies within its bounds; hard_sigmoid when beta <= 0 (hard_sigmoid(0) =
+// clamp(beta, 0, 1)); reciprocal and log never (no value at 0); cos never (cos 0 = 1). ln reads fc + u(sub(x, x)): foldable exactly when u(0) = 0.
 TEST(AnalysisRules, ImportedUnaryOpsOfAStructuralZero) {
   struct Case {
     Op op;
@@ -1089,7 +1090,9 @@ TEST(AnalysisRules, ImportedUnaryOpsOfAStructuralZero) {
                         Case{Op::clip, 0.5, inf, false}, Case{Op::clip, -inf, -0.5, false},
                         Case{Op::hard_sigmoid, 0.2, 0.5, false},
                         Case{Op::hard_sigmoid, 0.2, -0.1, true},
-                        Case{Op::reciprocal, 0, 0, false}}) {
+                        Case{Op::reciprocal, 0, 0, false}, Case{Op::sin, 0, 0, true},
+                        Case{Op::atan, 0, 0, true}, Case{Op::cos, 0, 0, false},
+                        Case{Op::log, 0, 0, false}}) {
     SCOPED_TRACE(std::string(op_name(c.op)) + " " + std::to_string(c.a) + " " + std::to_string(c.b));
     GraphBuilder b = linear_start();
     b.node("z", Op::sub, {"x", "x"});

@@ -413,18 +413,38 @@ TEST(EvalForward, ImportedUnaryOpsHandWorked) {
     expect_near(out(run(b.build({"y"}), {Tensor<double>({7}, x)})).data, c.want, 1e-13);
   }
   const Vec pos = {0.25, 1.0, 4.0, 9.0};
-  for (Op op : {Op::sqrt, Op::reciprocal}) {
+  for (Op op : {Op::sqrt, Op::reciprocal, Op::log}) {
     GraphBuilder b;
     b.input("x", {4});
     b.node("y", op, {"x"});
-    const Vec want = op == Op::sqrt ? Vec{0.5, 1, 2, 3} : Vec{4, 1, 0.25, 1.0 / 9};
+    const Vec want = op == Op::sqrt         ? Vec{0.5, 1, 2, 3}
+                     : op == Op::reciprocal ? Vec{4, 1, 0.25, 1.0 / 9}
+                                            : Vec{-2 * M_LN2, 0, 2 * M_LN2, 2 * 1.0986122886681098};
     expect_near(out(run(b.build({"y"}), {Tensor<double>({4}, pos)})).data, want, 1e-15);
   }
+  // sin, cos, atan at angles whose values are known in closed form.
+  const Vec angles = {-M_PI / 2, -M_PI / 6, 0.0, M_PI / 4, M_PI / 3, M_PI};
+  const std::vector<std::pair<Op, Vec>> trig = {
+      {Op::sin, {-1, -0.5, 0, M_SQRT1_2, std::sqrt(3.0) / 2, 0}},
+      {Op::cos, {0, std::sqrt(3.0) / 2, 1, M_SQRT1_2, 0.5, -1}},
+  };
+  for (const auto& [op, want] : trig) {
+    GraphBuilder b;
+    b.input("x", {6});
+    b.node("y", op, {"x"});
+    SCOPED_TRACE(std::string(op_name(op)));
+    expect_near(out(run(b.build({"y"}), {Tensor<double>({6}, angles)})).data, want, 1e-15);
+  }
+  GraphBuilder ba;
+  ba.input("x", {5});
+  ba.node("y", Op::atan, {"x"});
+  expect_near(out(run(ba.build({"y"}), {Tensor<double>({5}, {-1.0, 0.0, 1.0, std::sqrt(3.0), 1 / std::sqrt(3.0)})})).data,
+              {-M_PI / 4, 0, M_PI / 4, M_PI / 3, M_PI / 6}, 1e-15);
 }
 
 // Outside its domain a unary op is an error naming the node and the element, in every
-// precision, not a NaN: sqrt of a negative value, reciprocal of 0, and the gradient of
-// sqrt at 0.
+// precision, not a NaN: sqrt of a negative value, reciprocal of 0, the gradient of sqrt
+// at 0, and log of a value that is not positive.
 TEST(EvalForward, DomainErrorsNameTheNode) {
   auto error = [](auto zero, Op op, double v, bool grad) -> std::string {
     using T = decltype(zero);
@@ -442,7 +462,8 @@ TEST(EvalForward, DomainErrorsNameTheNode) {
     return "";
   };
   for (auto [op, v, grad] : {std::tuple{Op::sqrt, -0.5, false}, std::tuple{Op::reciprocal, 0.0, false},
-                             std::tuple{Op::sqrt, 0.0, true}}) {
+                             std::tuple{Op::sqrt, 0.0, true}, std::tuple{Op::log, 0.0, false},
+                             std::tuple{Op::log, -2.0, false}}) {
     SCOPED_TRACE(std::string(op_name(op)));
     for (const std::string& e : {error(0.0, op, v, grad), error(eval::Mpfr(0), op, v, grad)}) {
       EXPECT_NE(e.find("node 'bad'"), std::string::npos) << e;

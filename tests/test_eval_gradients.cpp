@@ -254,8 +254,8 @@ TEST(EvalGradients, ScaleAndUnaryNonlinearities) {
     GraphBuilder b;
     b.input("x", {3, 4});
     b.node("s", Op::scale, {"x"}).factor = -1.5;
-    // sqrt and reciprocal need a positive operand; a clip needs bounds the values cross.
-    const bool positive = op == Op::sqrt || op == Op::reciprocal;
+    // sqrt, reciprocal and log need a positive operand; a clip needs bounds the values cross.
+    const bool positive = op == Op::sqrt || op == Op::reciprocal || op == Op::log;
     if (positive) b.node("e", Op::exp, {"s"});
     Node& y = b.node("y", op, {positive ? "e" : "s"});
     if (op == Op::clip) y.min = -0.5, y.max = 0.75;

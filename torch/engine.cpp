@@ -595,6 +595,12 @@ struct Engine::Impl {
         refuse_outside_domain(n, in(i, 0) == 0, "reciprocal of 0");
         return at::reciprocal(in(i, 0));
       case Op::erf: return at::erf(in(i, 0));
+      case Op::log:
+        refuse_outside_domain(n, in(i, 0) <= 0, "log of a value that is not positive");
+        return at::log(in(i, 0));
+      case Op::sin: return at::sin(in(i, 0));
+      case Op::cos: return at::cos(in(i, 0));
+      case Op::atan: return at::atan(in(i, 0));
       case Op::hard_sigmoid: return at::clamp(in(i, 0) * n.alpha + n.beta, 0.0, 1.0);
       case Op::hard_swish: return in(i, 0) * at::clamp(in(i, 0) / 6.0 + 0.5, 0.0, 1.0);
       case Op::clip: {

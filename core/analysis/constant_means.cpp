@@ -69,6 +69,10 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     case Op::sqrt:
     case Op::reciprocal:
     case Op::erf:
+    case Op::log:
+    case Op::sin:
+    case Op::cos:
+    case Op::atan:
     case Op::hard_sigmoid:
     case Op::hard_swish:
     case Op::clip:

@@ -111,6 +111,10 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::sqrt:
     case Op::reciprocal:
     case Op::erf:
+    case Op::log:
+    case Op::sin:
+    case Op::cos:
+    case Op::atan:
     case Op::hard_sigmoid:
     case Op::hard_swish:
     case Op::clip:

@@ -56,6 +56,10 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::sqrt:
     case Op::reciprocal:
     case Op::erf:
+    case Op::log:
+    case Op::sin:
+    case Op::cos:
+    case Op::atan:
     case Op::hard_sigmoid:
     case Op::hard_swish:
     case Op::clip:

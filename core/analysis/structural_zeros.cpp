@@ -49,6 +49,8 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::silu:
     case Op::sqrt:
     case Op::erf:
+    case Op::sin:  // sin(0) = 0
+    case Op::atan:  // atan(0) = 0
     case Op::hard_swish:
     case Op::max:
     case Op::transpose:
@@ -74,6 +76,8 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::embedding:
     case Op::sigmoid:
     case Op::exp:
+    case Op::log:  // log(0) is not a value: never zero
+    case Op::cos:
     case Op::reciprocal:  // 1/0 is not a value: never zero
     case Op::softmax:
     case Op::opaque:  // unknown: never assumed zero

@@ -117,6 +117,10 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     case Op::sqrt:
     case Op::reciprocal:
     case Op::erf:
+    case Op::log:
+    case Op::sin:
+    case Op::cos:
+    case Op::atan:
     case Op::hard_sigmoid:
     case Op::hard_swish:
     case Op::clip:

@@ -125,6 +125,10 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     case Op::sqrt:
     case Op::reciprocal:
     case Op::erf:
+    case Op::log:
+    case Op::sin:
+    case Op::cos:
+    case Op::atan:
     case Op::hard_sigmoid:
     case Op::hard_swish:
     case Op::clip:

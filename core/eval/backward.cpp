@@ -201,6 +201,10 @@ class Backward {
       case Op::sqrt:
       case Op::reciprocal:
       case Op::erf:
+      case Op::log:
+      case Op::sin:
+      case Op::cos:
+      case Op::atan:
       case Op::hard_sigmoid:
       case Op::hard_swish:
       case Op::clip: {

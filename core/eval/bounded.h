@@ -148,6 +148,34 @@ inline Bounded erf(const Bounded& a) {
   return {v, up(std::min(1.1284 * a.e, 2.0) + libm(v))};
 }
 
+// |log(a) - log(x)| <= e / (a - e) for x, a >= a - e > 0; unbounded when a - e <= 0.
+inline Bounded log(const Bounded& a) {
+  using namespace bounded_detail;
+  const double v = std::log(a.v);
+  const double low = a.v - a.e * (1 + 0x1p-50);
+  const double prop = a.e == 0 ? 0.0 : (low > 0 ? a.e / low * (1 + 0x1p-50) : kInf);
+  return {v, up(prop + libm(v))};
+}
+
+// sin, cos and atan are 1-Lipschitz, and sin and cos lie in [-1, 1].
+inline Bounded sin(const Bounded& a) {
+  using namespace bounded_detail;
+  const double v = std::sin(a.v);
+  return {v, up(std::min(a.e, 2.0) + libm(v))};
+}
+
+inline Bounded cos(const Bounded& a) {
+  using namespace bounded_detail;
+  const double v = std::cos(a.v);
+  return {v, up(std::min(a.e, 2.0) + libm(v))};
+}
+
+inline Bounded atan(const Bounded& a) {
+  using namespace bounded_detail;
+  const double v = std::atan(a.v);
+  return {v, up(std::min(a.e, 4.0) + libm(v))};
+}
+
 // Only at an exact argument (the backward pass takes acos(-1) for pi).
 inline Bounded acos(const Bounded& a) {
   using namespace bounded_detail;

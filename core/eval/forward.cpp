@@ -163,6 +163,10 @@ class Forward {
       case Op::sqrt:
       case Op::reciprocal:
       case Op::erf:
+      case Op::log:
+      case Op::sin:
+      case Op::cos:
+      case Op::atan:
       case Op::hard_sigmoid:
       case Op::hard_swish:
       case Op::clip: {

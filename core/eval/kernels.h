@@ -412,7 +412,11 @@ T clamp_to(const T& v, const T& lo, const T& hi) {
 // throws: unary_domain_error says so first, with the node and the element.
 template <class T>
 T unary_fwd(const Node& n, const T& x) {
+  using std::atan;
+  using std::cos;
   using std::erf;
+  using std::log;
+  using std::sin;
   using std::exp;
   using std::sqrt;
   using std::tanh;
@@ -426,6 +430,10 @@ T unary_fwd(const Node& n, const T& x) {
     case Op::sqrt: return sqrt(x);
     case Op::reciprocal: return T(1) / x;
     case Op::erf: return erf(x);
+    case Op::log: return log(x);
+    case Op::sin: return sin(x);
+    case Op::cos: return cos(x);
+    case Op::atan: return atan(x);
     case Op::hard_sigmoid: return clamp_to(T(n.alpha) * x + T(n.beta), T(0), T(1));
     case Op::hard_swish: return x * clamp_to(x / 6 + T(1) / 2, T(0), T(1));
     case Op::clip: {
@@ -450,6 +458,8 @@ T unary_fwd(const Node& n, const T& x) {
 template <class T>
 T unary_derivative(const Node& n, const T& x, const T& y) {
   using std::acos;
+  using std::cos;
+  using std::sin;
   using std::erf;
   using std::exp;
   using std::sqrt;
@@ -469,6 +479,10 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
     case Op::sqrt: return T(1) / (2 * y);
     case Op::reciprocal: return -(y * y);
     case Op::erf: return 2 * exp(-x * x) / sqrt(acos(T(-1)));
+    case Op::log: return T(1) / x;
+    case Op::sin: return cos(x);
+    case Op::cos: return -sin(x);
+    case Op::atan: return T(1) / (T(1) + x * x);
     case Op::hard_sigmoid: {
       const T z = T(n.alpha) * x + T(n.beta);
       return z > 0 && z < 1 ? T(n.alpha) : T(0);
@@ -499,7 +513,7 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
 template <class T>
 std::string unary_domain_error(const Node& n, const T& x, int64_t k, bool derivative) {
   const bool bad = (n.op == Op::sqrt && (x < 0 || (derivative && x == 0))) ||
-                   (n.op == Op::reciprocal && x == 0);
+                   (n.op == Op::reciprocal && x == 0) || (n.op == Op::log && x <= 0);
   if (!bad) return "";
   return std::string(op_name(n.op)) + (derivative ? "'s derivative" : "") +
          " is undefined at " + std::to_string(static_cast<double>(x)) + " (flat index " +

@@ -52,15 +52,17 @@ bool only_gather_indices(const Graph& g, const std::string& v) {
   return read;
 }
 
-// Whether graph input `v` is read as a weight (a Conv's, a norm's), statistics, an
-// exponent or a Clip bound: a constant in a real model.
+// Whether graph input `v` is read as a weight (a Conv's, a ConvTranspose's, a norm's, a
+// PRelu slope), statistics, an exponent, a Clip bound or Resize's scales: a constant in a
+// real model.
 bool read_as_weight(const Graph& g, const std::string& v) {
   for (const Node& n : g.nodes)
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] == v &&
-          (n.op_type == "Conv" || n.op_type == "BatchNormalization" || n.op_type == "Pow" ||
+          (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "BatchNormalization" || n.op_type == "Pow" ||
            n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" ||
-           n.op_type == "Clip" || n.op_type == "Pad"))
+           n.op_type == "Clip" || n.op_type == "Pad" || n.op_type == "PRelu" ||
+           n.op_type == "InstanceNormalization" || n.op_type == "Resize" || n.op_type == "Upsample"))
         return true;
   return false;
 }

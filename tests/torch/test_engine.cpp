@@ -178,7 +178,12 @@ std::vector<Graph> hand_built() {
     add(b, "hswish", Op::hard_swish, {"x"});
     add(b, "clip", Op::clip, {"x"}, [](Node& n) { n.min = -0.5, n.max = 0.75; });
     add(b, "clip_lo", Op::clip, {"x"}, [](Node& n) { n.min = -0.25; });
-    add(b, "cat", Op::concat, {"sqrt", "recip", "erf", "hsig", "hswish", "clip", "clip_lo"},
+    add(b, "log", Op::log, {"ex"});
+    add(b, "sin", Op::sin, {"x"});
+    add(b, "cos", Op::cos, {"x"});
+    add(b, "atan", Op::atan, {"x"});
+    add(b, "cat", Op::concat, {"sqrt", "recip", "erf", "hsig", "hswish", "clip", "clip_lo", "log",
+                               "sin", "cos", "atan"},
         [](Node& n) { n.axis = -1; });
     out.push_back(b.build({"cat"}));
   }
