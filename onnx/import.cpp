@@ -12,6 +12,7 @@
 #include "core/model_json.h"
 #include "onnx/constant_fold.h"
 #include "onnx/import_context.h"
+#include "onnx/import_recurrent.h"
 #include "onnx/spellings.h"
 
 namespace lnv::onnx_import {
