@@ -40,6 +40,8 @@ double rounding_bound(const Graph& g, unsigned bits, double scale) {
     double steps = 1.0;
     if (n.op == Op::rnn) steps = static_cast<double>(g.node_shapes[i][1]);
     if (n.op == Op::attention) steps = 4.0;
+    // A gated recurrent layer: T steps of several gates each.
+    if (n.op == Op::lstm || n.op == Op::gru) steps = 4.0 * static_cast<double>(g.shape_of(n.inputs[0])[0]);
     ops += steps;
     auto gain = [](double eps) { return 0.5 * std::log2(1.0 / std::max(eps, 0x1p-20)); };
     if (n.op == Op::layer_norm || n.op == Op::rms_norm) log2_amplification += std::max(0.0, gain(n.eps));

@@ -65,6 +65,8 @@ std::vector<std::pair<std::string, std::string>> Node::param_attrs() const {
   add("bk", bk);
   add("bv", bv);
   add("bo", bo);
+  add("initial_h", initial_h);
+  add("initial_c", initial_c);
   if (norm) {
     add("norm/weight", norm->weight);
     add("norm/bias", norm->bias);
@@ -309,6 +311,8 @@ int64_t cbwc_attr_axis(Op op, const std::string& attr) {
     case Op::embedding: return attr == "weight" ? 1 : -1;
     case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
     case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
+    case Op::lstm:  // gated: no centering of the weights reaches the output linearly
+    case Op::gru: return -1;
     case Op::matmul:  // centers an operand, not an attribute: cbwc_matmul_operand
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
     case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:

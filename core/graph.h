@@ -139,6 +139,12 @@ struct Node {
   bool transpose_b = false;  // matmul
   std::string activation = "tanh";  // rnn
   std::optional<RnnNorm> norm;      // rnn
+  // lstm, gru (docs/spec/format.md): ONNX's attributes
+  std::string initial_h, initial_c;      // params [D, N, H], empty: zeros
+  std::string direction = "forward";     // forward | reverse | bidirectional
+  std::vector<int64_t> sequence_lens;    // one length per batch entry; empty: all T
+  std::string output = "y";              // y | y_h | y_c (lstm)
+  bool linear_before_reset = false;      // gru
   std::string op_type;              // opaque: the source op's name ("TopK", "com.microsoft.Foo")
 
   // Every (attribute name, param name) this node references, in a fixed order.

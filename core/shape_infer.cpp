@@ -50,6 +50,8 @@ class Rules {
       case Op::conv1d: return conv(1);
       case Op::conv2d: return conv(2);
       case Op::rnn: return rnn();
+      case Op::lstm:
+      case Op::gru: return gated_recurrent();
       case Op::attention: return attention();
       case Op::add:
       case Op::sub:
@@ -362,6 +364,50 @@ class Rules {
       expect_param("norm/bias", n_.norm->bias, {h}, "[H]");
     }
     return {x[0], x[1], h};
+  }
+
+  // lstm, gru in ONNX's layout: x [T, N, F], weights [D, G·H, F] and [D, G·H, H], bias
+  // [D, 2·G·H], initial states [D, N, H]; y [T, D, N, H], y_h and y_c [D, N, H].
+  Shape gated_recurrent() const {
+    const bool lstm = n_.op == Op::lstm;
+    const int64_t gates = lstm ? 4 : 3;
+    expect_rank(0, 3, "[T, N, F]");
+    const Shape& x = in_[0];
+    const int64_t t = x[0], batch = x[1];
+    int64_t dirs = 1;
+    if (n_.direction == "bidirectional")
+      dirs = 2;
+    else if (n_.direction != "forward" && n_.direction != "reverse")
+      fail("/direction", "expected \"forward\", \"reverse\" or \"bidirectional\", got \"" +
+                             n_.direction + "\"");
+    require("weight_ih", n_.weight_ih);
+    require("weight_hh", n_.weight_hh);
+    const Shape& wih = *param_shape("weight_ih", n_.weight_ih);
+    const std::string g = std::to_string(gates);
+    if (wih.size() != 3 || wih[0] != dirs || wih[1] % gates != 0 || wih[1] == 0 || wih[2] != x[2])
+      fail("/weight_ih", "param '" + n_.weight_ih + "' has shape " + to_string(wih) +
+                             ", expected [" + std::to_string(dirs) + ", " + g + "·H, " +
+                             std::to_string(x[2]) + "] for " + input_desc(0) + " and direction \"" +
+                             n_.direction + "\"");
+    const int64_t h = wih[1] / gates;
+    const std::string hs = "H = " + std::to_string(h);
+    expect_param("weight_hh", n_.weight_hh, {dirs, gates * h, h}, "[D, " + g + "·H, H] with " + hs);
+    expect_param("bias", n_.bias, {dirs, 2 * gates * h}, "[D, " + std::to_string(2 * gates) + "·H]");
+    expect_param("initial_h", n_.initial_h, {dirs, batch, h}, "[D, N, H]");
+    if (lstm) expect_param("initial_c", n_.initial_c, {dirs, batch, h}, "[D, N, H]");
+    if (!n_.sequence_lens.empty()) {
+      if (int64_t(n_.sequence_lens.size()) != batch)
+        fail("/sequence_lens", "expected " + std::to_string(batch) + " lengths (one per batch entry of " +
+                                   input_desc(0) + "), got " + std::to_string(n_.sequence_lens.size()));
+      for (size_t k = 0; k < n_.sequence_lens.size(); ++k)
+        if (n_.sequence_lens[k] < 1 || n_.sequence_lens[k] > t)
+          fail("/sequence_lens/" + std::to_string(k), "expected a length in [1, " + std::to_string(t) +
+                                                          "], got " + std::to_string(n_.sequence_lens[k]));
+    }
+    if (n_.output == "y") return {t, dirs, batch, h};
+    if (n_.output == "y_h" || (lstm && n_.output == "y_c")) return {dirs, batch, h};
+    fail("/output", std::string("expected \"y\", \"y_h\"") + (lstm ? " or \"y_c\"" : "") +
+                        ", got \"" + n_.output + "\"");
   }
 
   Shape attention() const {

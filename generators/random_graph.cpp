@@ -287,6 +287,7 @@ class Builder {
 
   Value rnn(const Value& x, Choices c) {
     if (x.rank() != 3) return linear(x, c);
+    if (c[3] & 16) return gated_recurrent(x, c);
     Node n = node(Op::rnn, {x.name});
     const int64_t h = dim(c[2]);
     n.weight_ih = param("Wih", {h, x.shape[2]});
@@ -299,6 +300,29 @@ class Builder {
       n.norm = norm;
     }
     return emit(std::move(n), {2});
+  }
+
+  // An lstm or gru reading x as [T, N, F] (ONNX's layout): any direction, with or
+  // without bias and initial states, shorter sequences for some batch entries, and one of
+  // its outputs (y [T, D, N, H], y_h or y_c [D, N, H]).
+  Value gated_recurrent(const Value& x, Choices c) {
+    const bool lstm = c[3] & 32;
+    Node n = node(lstm ? Op::lstm : Op::gru, {x.name});
+    const int64_t h = dim(c[2]), gates = lstm ? 4 : 3;
+    static const char* kDirections[] = {"forward", "reverse", "bidirectional"};
+    n.direction = kDirections[(c[2] >> 4) % 3];
+    const int64_t dirs = n.direction == "bidirectional" ? 2 : 1;
+    const int64_t t = x.shape[0], batch = x.shape[1];
+    n.weight_ih = param("W", {dirs, gates * h, x.shape[2]});
+    n.weight_hh = param("R", {dirs, gates * h, h});
+    if (c[3] & 1) n.bias = param("B", {dirs, 2 * gates * h});
+    if (c[3] & 2) n.initial_h = param("h0", {dirs, batch, h});
+    if (lstm && (c[3] & 2)) n.initial_c = param("c0", {dirs, batch, h});
+    if (!lstm) n.linear_before_reset = c[3] & 4;
+    if ((c[3] & 8) && batch > 1)
+      for (int64_t b = 0; b < batch; ++b) n.sequence_lens.push_back(std::max<int64_t>(1, t - b));
+    n.output = c[3] & 64 ? (lstm && (c[3] & 128) ? "y_c" : "y_h") : "y";
+    return emit(std::move(n), {n.output == "y" ? 3 : 2});
   }
 
   Value attention(const Value& x, Choices c) {

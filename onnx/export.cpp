@@ -332,6 +332,7 @@ class Exporter {
       case Op::embedding: return export_embedding(n);
       case Op::conv1d: case Op::conv2d: return export_conv(n);
       case Op::rnn: return export_rnn(n, i);
+      case Op::lstm: case Op::gru: return export_gated_recurrent(n);
       case Op::attention: return export_attention(n);
       case Op::add: case Op::sub: case Op::mul: case Op::div: return export_binary(n);
       case Op::scale: emit("Mul", n.name, {value(n.inputs[0]), scalar(n.name, "factor", n.factor)}, n.name); return;
@@ -467,6 +468,34 @@ class Exporter {
     }
     emit("Concat", n.name, hs, n.name, &np);
     attr_i(np, "axis", 1);
+  }
+  // One ONNX LSTM or GRU node (default activations); the output the node selects is
+  // named as the node, the others are left unnamed.
+  void export_gated_recurrent(const Node& n) {
+    const bool lstm = n.op == Op::lstm;
+    std::vector<std::string> ins = {value(n.inputs[0]), param(n.weight_ih, -1), param(n.weight_hh, -1),
+                                    optional_param(n.bias), "", optional_param(n.initial_h)};
+    if (!n.sequence_lens.empty()) {
+      auto* t = gp_->add_initializer();
+      const std::string name = fresh(n.name + ".sequence_lens");
+      t->set_name(name);
+      t->set_data_type(ox::TensorProto::INT32);
+      t->add_dims(int64_t(n.sequence_lens.size()));
+      for (int64_t v : n.sequence_lens) t->add_int32_data(int32_t(v));
+      ins[4] = name;
+    }
+    if (lstm) ins.push_back(optional_param(n.initial_c));
+    while (!ins.empty() && ins.back().empty()) ins.pop_back();
+    ox::NodeProto* np = nullptr;
+    emit(lstm ? "LSTM" : "GRU", n.name, ins, n.output == "y" ? n.name : "", &np);
+    if (n.output != "y") np->add_output(n.output == "y_h" ? n.name : "");
+    if (n.output == "y_c") np->add_output(n.name);
+    auto* a = np->add_attribute();
+    a->set_name("direction");
+    a->set_type(ox::AttributeProto::STRING);
+    a->set_s(n.direction);
+    attr_i(np, "hidden_size", g_.params[size_t(g_.param_index(n.weight_hh))].shape[2]);
+    if (!lstm) attr_i(np, "linear_before_reset", n.linear_before_reset ? 1 : 0);
   }
   // A norm's weight or bias (never centered), "" when absent.
   std::string optional_param(const std::string& name) { return name.empty() ? "" : param(name, -1); }

@@ -13,6 +13,7 @@
 #include "onnx/constant_fold.h"
 #include "onnx/import_compositions.h"
 #include "onnx/import_context.h"
+#include "onnx/import_recurrent.h"
 #include "onnx/spellings.h"
 
 namespace lnv::onnx_import {

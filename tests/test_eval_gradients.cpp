@@ -211,6 +211,59 @@ TEST(EvalGradients, RnnRmsNormCbwcNoBias) {
 
 TEST(EvalGradients, RnnLayerNormCbwc) { check_gradients(rnn_graph(Op::layer_norm, false, true, true)); }
 
+// An lstm or gru over x [T = 3, N = 2, F = 3], H = 2, reading a tanh of the input (so
+// that x's gradient passes a nonlinearity first) and read by a tanh.
+struct GatedCase {
+  Op op = Op::lstm;
+  std::string direction = "forward", output = "y";
+  bool bias = true, initial = false, lbr = false, lens = false;
+};
+
+Graph gated_graph(const GatedCase& c) {
+  const int64_t gates = c.op == Op::lstm ? 4 : 3, d = c.direction == "bidirectional" ? 2 : 1;
+  GraphBuilder b;
+  b.input("x", {3, 2, 3}).param("W", {d, gates * 2, 3}).param("R", {d, gates * 2, 2});
+  if (c.bias) b.param("B", {d, 2 * gates * 2});
+  if (c.initial) b.param("h0", {d, 2, 2});
+  if (c.initial && c.op == Op::lstm) b.param("c0", {d, 2, 2});
+  b.node("xt", Op::tanh, {"x"});
+  Node& n = b.node("r", c.op, {"xt"});
+  n.weight_ih = "W";
+  n.weight_hh = "R";
+  if (c.bias) n.bias = "B";
+  if (c.initial) {
+    n.initial_h = "h0";
+    if (c.op == Op::lstm) n.initial_c = "c0";
+  }
+  n.direction = c.direction;
+  n.output = c.output;
+  n.linear_before_reset = c.lbr;
+  if (c.lens) n.sequence_lens = {3, 2};
+  b.node("y", Op::tanh, {"r"});
+  return b.build({"y"});
+}
+
+TEST(EvalGradients, LstmForward) { check_gradients(gated_graph({})); }
+TEST(EvalGradients, LstmReverseInitialStatesYc) {
+  check_gradients(gated_graph({Op::lstm, "reverse", "y_c", true, true}));
+}
+TEST(EvalGradients, LstmBidirectionalLengthsYh) {
+  check_gradients(gated_graph({Op::lstm, "bidirectional", "y_h", true, true, false, true}));
+}
+TEST(EvalGradients, LstmNoBiasLengths) {
+  check_gradients(gated_graph({Op::lstm, "forward", "y", false, false, false, true}));
+}
+TEST(EvalGradients, GruForward) { check_gradients(gated_graph({Op::gru})); }
+TEST(EvalGradients, GruLinearBeforeReset) {
+  check_gradients(gated_graph({Op::gru, "forward", "y", true, true, true}));
+}
+TEST(EvalGradients, GruBidirectionalLengthsYh) {
+  check_gradients(gated_graph({Op::gru, "bidirectional", "y_h", true, true, false, true}));
+}
+TEST(EvalGradients, GruReverseLinearBeforeResetLengths) {
+  check_gradients(gated_graph({Op::gru, "reverse", "y", true, false, true, true}));
+}
+
 Graph attention_graph(bool causal, bool biases, bool cbwc, int64_t heads) {
   GraphBuilder b;
   b.input("x", {2, 3, 4});

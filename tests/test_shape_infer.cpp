@@ -283,6 +283,49 @@ TEST(ShapeInfer, Rnn) {
   EXPECT_EQ(b.shape("r"), (Shape{2, 7, 5}));
 }
 
+// lstm, gru in ONNX's layout: y [T, D, N, H], y_h and y_c [D, N, H].
+TEST(ShapeInfer, GatedRecurrent) {
+  Builder b;
+  b.input("x", {7, 2, 3}).param("W", {2, 20, 3}).param("R", {2, 20, 5}).param("B", {2, 40});
+  b.param("h0", {2, 2, 5}).param("gW", {1, 15, 3}).param("gR", {1, 15, 5});
+  Node& l = b.node("l", Op::lstm, {"x"});
+  l.weight_ih = "W", l.weight_hh = "R", l.bias = "B", l.initial_h = "h0", l.initial_c = "h0";
+  l.direction = "bidirectional";
+  EXPECT_EQ(b.shape("l"), (Shape{7, 2, 2, 5}));
+  b.g.nodes[0].output = "y_c";
+  EXPECT_EQ(b.shape("l"), (Shape{2, 2, 5}));
+  Node& g = b.node("g", Op::gru, {"x"});
+  g.weight_ih = "gW", g.weight_hh = "gR", g.output = "y_h", g.sequence_lens = {7, 1};
+  EXPECT_EQ(b.shape("g"), (Shape{1, 2, 5}));
+}
+
+TEST(ShapeInfer, GatedRecurrentRejectsWhatDoesNotFit) {
+  Builder b;
+  b.input("x", {7, 2, 3}).param("W", {1, 20, 3}).param("R", {1, 20, 4}).param("B", {1, 20});
+  Node& l = b.node("l", Op::lstm, {"x"});
+  l.weight_ih = "W", l.weight_hh = "R";
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/weight_hh", "expected [1, 20, 5]");
+  b.g.params[1].shape = {1, 20, 5};
+  b.g.params[1].values.assign(100, 0.0);
+  b.g.nodes[0].direction = "sideways";
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/direction", "\"sideways\"");
+  b.g.nodes[0].direction = "bidirectional";  // W has one direction
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/weight_ih", "expected [2, 4·H, 3]");
+  b.g.nodes[0].direction = "forward";
+  b.g.nodes[0].bias = "B";
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/bias", "expected [1, 40]");
+  b.g.nodes[0].bias = "";
+  b.g.nodes[0].sequence_lens = {7, 8};
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/sequence_lens/1", "[1, 7], got 8");
+  b.g.nodes[0].sequence_lens = {7};
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/sequence_lens", "expected 2 lengths");
+  b.g.nodes[0].sequence_lens = {};
+  b.g.nodes[0].output = "y_c";
+  EXPECT_EQ(b.shape("l"), (Shape{1, 2, 5}));
+  b.g.nodes[0].op = Op::gru;  // 20 rows are not 3·H
+  EXPECT_NODE_ERROR(b.error("l"), "node 'l')/weight_ih", "expected [1, 3·H, 3]");
+}
+
 TEST(ShapeInfer, RnnRejectsWrongShapesAndActivation) {
   Builder b;
   b.input("x", {2, 7, 3}).param("Wi", {5, 3}).param("Wh", {5, 4}).param("g", {4});

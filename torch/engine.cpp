@@ -545,6 +545,67 @@ struct Engine::Impl {
     return at::stack(hs, 1);
   }
 
+  // lstm, gru (docs/spec/format.md): ONNX's cell equations written out in ATen ops, one
+  // batch entry at a time (each runs over its own sequence length).
+  at::Tensor gated_recurrent(int32_t i, const at::Tensor& x) {
+    const Node& n = g->nodes[i];
+    const bool lstm = n.op == Op::lstm;
+    const at::Tensor W = read(i, "weight_ih", n.weight_ih), R = read(i, "weight_hh", n.weight_hh);
+    const at::Tensor B = read(i, "bias", n.bias), h0 = read(i, "initial_h", n.initial_h),
+                     c0 = read(i, "initial_c", n.initial_c);
+    const int64_t T = x.size(0), N = x.size(1), D = W.size(0), H = R.size(2);
+    std::vector<at::Tensor> ys, hs, cs;  // per direction: [T, N, H], [N, H], [N, H]
+    for (int64_t d = 0; d < D; ++d) {
+      const bool rev = n.direction == "reverse" || d == 1;
+      const at::Tensor w = W[d], r = R[d];
+      at::Tensor wb, rb;
+      if (B.defined()) {
+        const auto parts = B[d].chunk(2);
+        wb = parts[0], rb = parts[1];
+      }
+      std::vector<at::Tensor> yb, hb, cb;
+      for (int64_t b = 0; b < N; ++b) {
+        const int64_t L = n.sequence_lens.empty() ? T : n.sequence_lens[size_t(b)];
+        at::Tensor h = h0.defined() ? h0[d][b] : at::zeros({H}, x.options());
+        at::Tensor c = c0.defined() ? c0[d][b] : at::zeros({H}, x.options());
+        std::vector<at::Tensor> steps(size_t(T), at::zeros({H}, x.options()));
+        for (int64_t k = 0; k < L; ++k) {
+          const int64_t t = rev ? L - 1 - k : k;
+          const at::Tensor xt = x[t][b];
+          at::Tensor a = at::mv(w, xt);
+          if (wb.defined()) a = a + wb;
+          if (lstm) {
+            a = a + at::mv(r, h);
+            if (rb.defined()) a = a + rb;
+            const auto gs = a.chunk(4);  // i, o, f, c
+            c = at::sigmoid(gs[2]) * c + at::sigmoid(gs[0]) * at::tanh(gs[3]);
+            h = at::sigmoid(gs[1]) * at::tanh(c);
+          } else {
+            const auto ax = a.chunk(3);                 // z, r, h: input parts
+            const auto rs = r.chunk(3);
+            const std::vector<at::Tensor> rbs = rb.defined() ? rb.chunk(3) : std::vector<at::Tensor>{};
+            auto rec = [&](int j, const at::Tensor& v) {
+              at::Tensor y = at::mv(rs[size_t(j)], v);
+              return rbs.empty() ? y : y + rbs[size_t(j)];
+            };
+            const at::Tensor z = at::sigmoid(ax[0] + rec(0, h)), rg = at::sigmoid(ax[1] + rec(1, h));
+            const at::Tensor cand = at::tanh(n.linear_before_reset ? ax[2] + rg * rec(2, h) : ax[2] + rec(2, rg * h));
+            h = (1 - z) * cand + z * h;
+          }
+          steps[size_t(t)] = h;
+        }
+        yb.push_back(at::stack(steps, 0));  // [T, H]
+        hb.push_back(h);
+        cb.push_back(c);
+      }
+      ys.push_back(at::stack(yb, 1));  // [T, N, H]
+      hs.push_back(at::stack(hb, 0));
+      cs.push_back(at::stack(cb, 0));
+    }
+    if (n.output == "y") return at::stack(ys, 1);  // [T, D, N, H]
+    return at::stack(n.output == "y_h" ? hs : cs, 0);  // [D, N, H]
+  }
+
   at::Tensor node(int32_t i) {
     const Node& n = g->nodes[i];
     if (n.op == Op::opaque) throw not_evaluable(n);
@@ -573,6 +634,8 @@ struct Engine::Impl {
                             : at::conv2d(in(i, 0), w, b, stride, padding, dilation, n.groups);
       }
       case Op::rnn: return rnn(i, in(i, 0));
+      case Op::lstm:
+      case Op::gru: return gated_recurrent(i, in(i, 0));
       case Op::attention: return attention(i, in(i, 0));
       case Op::add:
         if (!grad && absorbed_by[i] >= 0) return values[absorbed_by[i]];

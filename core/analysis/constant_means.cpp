@@ -53,6 +53,8 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     case Op::conv1d:
     case Op::conv2d:
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::attention:
     case Op::add:
     case Op::sub:

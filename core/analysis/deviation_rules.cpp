@@ -90,6 +90,8 @@ EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
     case Op::embedding:
       return breaks(BreakKind::index);
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::attention:
       return breaks(BreakKind::gate);
     case Op::add:

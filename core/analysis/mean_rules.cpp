@@ -64,6 +64,8 @@ Rule Analyzer::mean_rule(int32_t n, Mask a) {
     case Op::hard_swish:
     case Op::clip:
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::softmax:
       return opaque_mean(n, a, IssueKind::nonlinear_output);
     case Op::mean:

@@ -148,6 +148,8 @@ int64_t plain_feature_axis(const Graph& g, int32_t n) {
       if (is_param(g, n, 0)) return R - 2;
       return -1;
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::mul:
     case Op::add:
     case Op::sub:

@@ -73,6 +73,12 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case Op::rnn:
       // h_t = act(N(W_ih·0 + W_hh·h_{t-1})) stays 0 from h_0 = 0 when nothing adds a bias.
       return z(0) && n.bias.empty() && (!n.norm || n.norm->bias.empty());
+    case Op::lstm:
+      // From zero states, x = 0 and no bias: every gate is σ(0) = 1/2 and c~ = tanh(0) = 0,
+      // so C' = C/2 + 0 and H' = tanh(C')/2 stay 0.
+    case Op::gru:
+      // From h = 0, x = 0 and no bias: n = tanh(0) = 0 and H' = n/2 + h/2 stays 0.
+      return z(0) && n.bias.empty() && n.initial_h.empty() && n.initial_c.empty();
     case Op::embedding:
     case Op::sigmoid:
     case Op::exp:

@@ -148,6 +148,8 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       break;
     case Op::embedding:
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::attention:
     case Op::opaque:  // unknown: uniform only along its size-1 axes
       m = 0;

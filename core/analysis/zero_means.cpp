@@ -114,6 +114,8 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     case Op::conv1d:
     case Op::conv2d:
     case Op::rnn:
+    case Op::lstm:
+    case Op::gru:
     case Op::mul:
     case Op::div:
     case Op::relu:

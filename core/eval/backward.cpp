@@ -4,6 +4,7 @@
 
 #include "core/eval/bounded.h"
 #include "core/eval/kernels.h"
+#include "core/eval/recurrent.h"
 
 namespace lnv::eval {
 namespace {
@@ -157,6 +158,19 @@ class Backward {
         detail::rnn_bwd(in(i, 0), r.params, ev_.nodes[i], dy, din(i, 0),
                         {gih.ptr(), ghh.ptr(), gb.ptr(), gnw.ptr(), gnb.ptr()});
         for (ParamGrad<T>* pg : {&gih, &ghh, &gb, &gnw, &gnb}) commit(*pg);
+        return;
+      }
+      case Op::lstm:
+      case Op::gru: {
+        const detail::RecurrentReads<T> r(g_, ev_.params, n);
+        const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
+        const detail::RecurrentTrace<T> tr = detail::recurrent_run(geo, in(i, 0), r.params);
+        ParamGrad<T> gw = pgrad(n, "weight_ih", n.weight_ih), gr = pgrad(n, "weight_hh", n.weight_hh),
+                     gb = pgrad(n, "bias", n.bias), gh0 = pgrad(n, "initial_h", n.initial_h),
+                     gc0 = pgrad(n, "initial_c", n.initial_c);
+        detail::recurrent_bwd(tr, in(i, 0), r.params, dy, din(i, 0),
+                              {gw.ptr(), gr.ptr(), gb.ptr(), gh0.ptr(), gc0.ptr()});
+        for (ParamGrad<T>* pg : {&gw, &gr, &gb, &gh0, &gc0}) commit(*pg);
         return;
       }
       case Op::attention: {

@@ -3,6 +3,7 @@
 
 #include "core/eval/bounded.h"
 #include "core/eval/kernels.h"
+#include "core/eval/recurrent.h"
 
 namespace lnv::eval {
 namespace {
@@ -130,6 +131,12 @@ class Forward {
       case Op::rnn: {
         const detail::RnnReads<T> r(g_, ev_.params, n);
         return detail::rnn_fwd(in(i, 0), r.params);
+      }
+      case Op::lstm:
+      case Op::gru: {
+        const detail::RecurrentReads<T> r(g_, ev_.params, n);
+        const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
+        return detail::recurrent_output(detail::recurrent_run(geo, in(i, 0), r.params));
       }
       case Op::attention: {
         const detail::AttentionReads<T> r(g_, ev_.params, n);

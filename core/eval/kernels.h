@@ -444,7 +444,8 @@ T unary_fwd(const Node& n, const T& x) {
     }
     // Not unary: every other op is listed, so that a new op fails to compile until placed.
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
-    case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::rnn: case Op::lstm: case Op::gru: case Op::attention: case Op::add: case Op::sub:
+    case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
     case Op::where: case Op::concat: case Op::center:
@@ -498,7 +499,8 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
                  : T(0);
     // Not unary: every other op is listed, so that a new op fails to compile until placed.
     case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
-    case Op::rnn: case Op::attention: case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::rnn: case Op::lstm: case Op::gru: case Op::attention: case Op::add: case Op::sub:
+    case Op::mul: case Op::div:
     case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
     case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
     case Op::where: case Op::concat: case Op::center:

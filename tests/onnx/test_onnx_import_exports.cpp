@@ -100,6 +100,16 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 //   projection, rolled and cropped.)
 // GPT-2's attention masks its scores with Where(causal, scores, min) before the softmax: no
 //   term's deviation reaches the scores (the LNs absorb them first).
+// Recurrent language models (scripts/make_onnx_recurrent_models.py: rnn_lm_tiny,
+//   lstm_lm_tiny, lstm_lm_bi_tiny, gru_lm_2layer_tiny): embedding -> ln_in -> nn.RNN /
+//   nn.LSTM / bidirectional nn.LSTM / two-layer nn.GRU -> ln_out -> Linear head. ln_in
+//   reads the embedding lookup (rows centered; the shift is absorbed by ln_in itself, so
+//   the recurrent layer reading ln_in's output sees no change): it folds. ln_out reads the
+//   recurrent layer's output (through Squeeze/Transpose/Reshape): tanh(...) of an rnn,
+//   o*tanh(C) of an lstm, (1-z)*n + z*h of a gru, which no centering of the layer's weights
+//   shifts by a constant over H (docs/spec/semantics.md, "Gated recurrent layers"): no.
+//   1 of 2. PyTorch's zero initial states (ConstantOfShape of the batch size) fold to
+//   zeros and are left out.
 struct Export {
   std::string file, data;
   DimBindings dims;
@@ -114,6 +124,7 @@ const std::vector<Export>& exports() {
   static const auto convnext = [](const std::string& n) {
     return n.rfind("/features/features.0/", 0) == 0;
   };
+  static const auto recurrent = [](const std::string& n) { return n.find("ln_in") != std::string::npos; };
   static const auto swin = [](const std::string& n) {
     return n.rfind("/features/features.1/", 0) != 0 && n.rfind("/features/features.2/", 0) != 0;
   };
@@ -137,6 +148,10 @@ const std::vector<Export>& exports() {
       {"convnext_tiny_opset14.onnx", "convnext_tiny_data", {{"batch", 2}}, 7, convnext},
       {"layerscale_vit_tiny_opset17.onnx", "layerscale_vit_tiny_data", {{"batch", 2}}, 5, all},
       {"layerscale_vit_tiny_opset14.onnx", "layerscale_vit_tiny_data", {{"batch", 2}}, 5, all},
+      {"rnn_lm_tiny_opset17.onnx", "rnn_lm_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
+      {"lstm_lm_tiny_opset17.onnx", "lstm_lm_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
+      {"lstm_lm_bi_tiny_opset17.onnx", "lstm_lm_bi_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
+      {"gru_lm_2layer_tiny_opset17.onnx", "gru_lm_2layer_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
   };
   return list;
 }

@@ -145,6 +145,33 @@ std::vector<Graph> hand_built() {
     add(b, "sm", Op::softmax, {"d"}, [](Node& n) { n.axis = 1; });
     out.push_back(b.build({"r3", "sm"}));
   }
+  {  // gated recurrences in ONNX's layout: x [T, N, F]; every direction, initial states,
+     // shorter sequences, linear_before_reset, each output
+    GraphBuilder b("gated");
+    b.input("x", {4, 2, 3});
+    b.param("lw", {2, 8, 3}).param("lr", {2, 8, 2}).param("lb", {2, 16});
+    b.param("lh", {2, 2, 2}).param("lc", {2, 2, 2});
+    b.param("gw", {1, 9, 3}).param("gr", {1, 9, 3}).param("gb", {1, 18}).param("gh", {1, 2, 3});
+    b.param("hw", {1, 6, 3}).param("hr", {1, 6, 2});
+    add(b, "l1", Op::lstm, {"x"}, [](Node& n) {
+      n.weight_ih = "lw", n.weight_hh = "lr", n.bias = "lb", n.initial_h = "lh", n.initial_c = "lc";
+      n.direction = "bidirectional", n.sequence_lens = {4, 2};
+    });
+    add(b, "l2", Op::lstm, {"x"}, [](Node& n) {
+      n.weight_ih = "lw", n.weight_hh = "lr", n.bias = "lb", n.direction = "bidirectional";
+      n.output = "y_c";
+    });
+    add(b, "g1", Op::gru, {"x"}, [](Node& n) {
+      n.weight_ih = "gw", n.weight_hh = "gr", n.bias = "gb", n.initial_h = "gh";
+      n.linear_before_reset = true, n.direction = "reverse", n.sequence_lens = {3, 4};
+    });
+    add(b, "g2", Op::gru, {"x"}, [](Node& n) {
+      n.weight_ih = "gw", n.weight_hh = "gr", n.output = "y_h";
+    });
+    add(b, "g1r", Op::reshape, {"g1"}, [](Node& n) { n.shape = {4, 2, 3}; });
+    add(b, "g3", Op::gru, {"g1r"}, [](Node& n) { n.weight_ih = "hw", n.weight_hh = "hr"; });
+    out.push_back(b.build({"l1", "l2", "g2", "g3"}));
+  }
   {  // elementwise ops, shapes and reductions
     GraphBuilder b("elementwise");
     b.input("x", {3, 4});
