@@ -98,6 +98,7 @@ ModelBenchResult bench_model(const Graph& g, const ModelBenchOptions& opt) {
 
   const std::vector<Tensor<double>> inputs = eval::random_inputs<double>(g, opt.seed);
   Runner original(g, inputs), rewritten(folded, inputs);
+  res.biases_absorbed = rewritten.engine.absorbed_biases();
   original.forward(opt.clock, false);  // warm-up: kept buffers, first-touch pages
   rewritten.forward(opt.clock, false);
   for (int rep = 0; rep < opt.repeats; ++rep) {
@@ -121,6 +122,11 @@ std::string format_model_bench(const ModelBenchResult& r) {
                 "(inference)\n",
                 r.model.c_str(), (long long)r.tokens_per_forward, r.layer_norms, r.folded);
   os << line;
+  if (r.biases_absorbed) {
+    std::snprintf(line, sizeof line, "  %zu moved biases added inside the bias of the linear that reads the norm (no add of their own)\n",
+                  r.biases_absorbed);
+    os << line;
+  }
   std::snprintf(line, sizeof line, "  %-9s %12s %8s %11s %13s %8s %8s\n", "variant",
                 "median ms", "spread", "tokens/s", "norms ms/fwd", "norm %", "speedup");
   os << line;
@@ -198,6 +204,7 @@ void to_json(nlohmann::json& j, const ModelBenchResult& r) {
        {"tokens_per_forward", r.tokens_per_forward},
        {"layer_norms", r.layer_norms},
        {"folded", r.folded},
+       {"biases_absorbed", r.biases_absorbed},
        {"original", variant(r.original)},
        {"folded_model", variant(r.folded_model)}};
 }

@@ -49,6 +49,9 @@ struct ModelBenchResult {
   int64_t tokens_per_forward = 0;
   size_t layer_norms = 0;  // in the original
   size_t folded = 0;       // of them, swapped for rms_norm by the inference fold
+  // Moved biases (docs/spec/semantics.md, "Moving the bias") the engine took into the bias
+  // of the linear before them, so the folded model runs no separate add for them.
+  size_t biases_absorbed = 0;
   VariantResult original, folded_model;
 };
 

@@ -68,6 +68,11 @@ TEST(Bench, ModelBenchTimesBothVariantsAndAttributesEveryNorm) {
   EXPECT_EQ(r.folded, plan.fold.size());
   EXPECT_GT(r.folded, 0u);  // GPT-2's pre-norm LNs fold in inference
   EXPECT_EQ(r.tokens_per_forward, 15);
+  // The MLPs' first linears read the ln_2s, whose biases move into them: the engine runs
+  // those moved biases inside the linears' own.
+  EXPECT_GT(r.biases_absorbed, 0u);
+  EXPECT_EQ(r.biases_absorbed,
+            torch_engine::Engine(apply_fold(g, plan), {torch_engine::Precision::f32}).absorbed_biases());
 
   for (const VariantResult* v : {&r.original, &r.folded_model}) {
     ASSERT_EQ(v->seconds.samples.size(), 3u);
