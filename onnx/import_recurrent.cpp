@@ -2,9 +2,10 @@
 // `lstm` and `gru` (ONNX's layout, one node per output read), RNN as a composition around
 // `rnn` (batch-first, forward from 0) for every direction, layout and initial state. What
 // the ops do not model (other activations, clip, peepholes, input_forget, layout 1 of LSTM
-// and GRU) is imported as opaque; values the operator specification rules
-// out (an unknown direction or activation, a hidden_size the weights contradict, shapes
-// that do not fit, sequence_lens that is not a constant) are an error naming the node.
+// and GRU) is imported as opaque; values the operator specification rules out (an unknown
+// direction or activation, an activations list of the wrong length, a hidden_size the
+// weights contradict, shapes that do not fit, sequence_lens that is not a constant) are an
+// error naming the node.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -107,13 +108,20 @@ Recurrent check_recurrent(Importer& im, const onnx_import::Node& n, size_t i, in
     if (std::any_of(c->value.ints.begin(), c->value.ints.end(), [&](int64_t v) { return v != r.t; }))
       r.lens = c->value.ints;
   }
-  if (const Attribute* a = n.attr("activations"))
+  if (const Attribute* a = n.attr("activations")) {
+    const size_t per_direction = gates == 4 ? 3 : gates == 3 ? 2 : 1;
+    if (a->strings.size() != per_direction * size_t(r.dirs))
+      throw ModelError(where, "activations has " + std::to_string(a->strings.size()) + " entries, expected " +
+                                  std::to_string(per_direction * size_t(r.dirs)) + " (" +
+                                  std::to_string(per_direction) + " per direction) for direction '" +
+                                  r.direction + "'");
     for (const std::string& name : a->strings) {
       std::string lower = name;
       std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
       if (!onnx_activations().count(lower))
         throw ModelError(where, "activation '" + name + "' is not one of ONNX's activation functions");
     }
+  }
   return r;
 }
 

@@ -61,6 +61,7 @@ save("activation.onnx", "LSTM", 4, {"hidden_size": H, "activations": ["Sigmoid",
 save("w_shape.onnx", "LSTM", 4, {"hidden_size": H}, w_shape=(1, 4 * H, F + 1))
 save("bidirectional_w.onnx", "GRU", 3, {"hidden_size": H, "direction": "bidirectional"})
 save("rnn_direction.onnx", "RNN", 1, {"hidden_size": H, "direction": "both"})
+save("rnn_activation_count.onnx", "RNN", 1, {"hidden_size": H, "activations": ["Tanh", "Tanh"]})
 save("rnn_hidden_size.onnx", "RNN", 1, {"hidden_size": H - 1})
 save("rnn_lens_input.onnx", "RNN", 1, {"hidden_size": H}, extra_inputs=["lens"],
      inputs=[h.make_tensor_value_info("x", TP.FLOAT, [T, N, F]), h.make_tensor_value_info("lens", TP.INT32, [N])])
@@ -91,6 +92,8 @@ bad_case "unknown activation" activation.onnx "node 'bad_lstm' \(LSTM\).*activat
 bad_case "W of the wrong input size" w_shape.onnx "node 'bad_lstm' \(LSTM\).*input W"
 bad_case "W of one direction, bidirectional" bidirectional_w.onnx "node 'bad_gru' \(GRU\).*input W"
 bad_case "RNN direction" rnn_direction.onnx "node 'bad_rnn' \(RNN\).*direction 'both'"
+bad_case "RNN activations for two directions, forward" rnn_activation_count.onnx \
+  "node 'bad_rnn' \(RNN\).*activations has 2 entries, expected 1"
 bad_case "RNN hidden_size mismatch" rnn_hidden_size.onnx "node 'bad_rnn' \(RNN\).*hidden_size 4 does not fit W"
 bad_case "RNN sequence_lens a graph input" rnn_lens_input.onnx "node 'bad_rnn' \(RNN\).*sequence_lens .* is not a constant"
 bad_case "sequence_lens a graph input" lens_input.onnx "node 'bad_lstm' \(LSTM\).*sequence_lens .* is not a constant"
