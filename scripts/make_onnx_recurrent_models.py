@@ -7,10 +7,10 @@ Python): nn.RNN, nn.GRU and nn.LSTM between two LayerNorms,
 each at opset 17 with do_constant_folding=True and symbolic batch/sequence dims, as
 scripts/make_onnx_test_models.py exports its models. PyTorch writes ONNX's RNN, GRU and
 LSTM nodes (one per layer; a bidirectional layer is one node with direction
-'bidirectional'). lstm_lm_bi_tiny and rnn_lm_bi_tiny are bidirectional, rnn_lm_bi_h0_tiny also starts
-from a learned initial state (a parameter expanded to the batch: PyTorch writes it as
-RNN's initial_h through Expand, a constant once the dims are bound), gru_lm_2layer_tiny
-has two layers. Beside each, <model>_data/test_data_set_0/ holds the example input and
+'bidirectional'). lstm_lm_bi_tiny and rnn_lm_bi_tiny are bidirectional,
+rnn_lm_bi_h0_tiny also starts from a learned initial state (a parameter expanded to the
+batch: PyTorch writes it as RNN's initial_h through Expand, a constant once the dims are
+bound), gru_lm_2layer_tiny has two layers. Beside each, <model>_data/test_data_set_0/ holds the example input and
 PyTorch's output for it.
 
 rnn_forms/<case>/ holds single ONNX RNN nodes in the forms PyTorch does not write
