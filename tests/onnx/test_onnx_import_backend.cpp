@@ -186,13 +186,14 @@ TEST(OnnxImportBackendNodeTests, EveryTestWhoseOpsMapPasses) {
 }
 
 // ONNX's recurrent node tests run through `lstm`, `gru` and `rnn` (every direction the
-// test data has, biases, initial states, linear_before_reset); peepholes and layout 1 are
-// not modelled (opaque: skipped).
+// test data has, biases, initial states, linear_before_reset, RNN's layout 1); peepholes
+// and layout 1 of LSTM and GRU are not modelled (opaque: skipped).
 TEST(OnnxImportBackendNodeTests, RecurrentOpsPass) {
   if (!fs::is_directory(kNodeTests)) GTEST_SKIP() << kNodeTests << " missing (libonnx-testdata)";
   for (const char* name : {"test_lstm_defaults", "test_lstm_with_initial_bias", "test_gru_defaults",
                            "test_gru_seq_length", "test_gru_with_initial_bias", "test_simple_rnn_defaults",
-                           "test_simple_rnn_with_initial_bias", "test_rnn_seq_length"}) {
+                           "test_simple_rnn_with_initial_bias", "test_rnn_seq_length",
+                           "test_simple_rnn_batchwise"}) {
     if (!fs::is_directory(kNodeTests / name)) continue;
     const TestRun r = run_node_test(kNodeTests / name);
     EXPECT_EQ(r.outcome, Outcome::Passed) << name << ": " << r.why;
@@ -201,6 +202,38 @@ TEST(OnnxImportBackendNodeTests, RecurrentOpsPass) {
     if (!fs::is_directory(kNodeTests / name)) continue;
     EXPECT_EQ(run_node_test(kNodeTests / name).outcome, Outcome::Skipped) << name;
   }
+}
+
+// ONNX RNN nodes in the forms ONNX's node tests and PyTorch leave out
+// (tests/data/onnx/rnn_forms/, scripts/make_onnx_recurrent_models.py): reverse and
+// bidirectional, initial_h a constant or a graph input, constant sequence_lens, layout 1.
+// Each imports without an opaque node, X and initial_h staying inputs, and lnverify's
+// double evaluation of Y and Y_h equals ONNX Runtime's float32 outputs to float32 noise.
+TEST(OnnxImportBackendNodeTests, RnnFormsAgreeWithOnnxRuntime) {
+  const fs::path root = fs::path(LNV_SOURCE_DIR) / "tests/data/onnx/rnn_forms";
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const fs::path dir = entry.path();
+    const std::string name = dir.filename().string();
+    const Model folded = fold_constants(load_onnx(dir / "model.onnx")).model;
+    const lnv::Graph g = import_graph(folded);
+    for (const lnv::Node& n : g.nodes) EXPECT_NE(n.op, lnv::Op::opaque) << name << ": " << n.name;
+    std::vector<lnv::Tensor<double>> inputs;
+    for (const fs::path& f : node_test_files(dir, "input_")) inputs.push_back(as_double(load_tensor_pb(f)));
+    ASSERT_EQ(inputs.size(), g.inputs.size()) << name;
+    const auto ev = lnv::eval::evaluate<double>(g, inputs, lnv::eval::RunOptions{});
+    const auto outputs = node_test_files(dir, "output_");
+    ASSERT_EQ(outputs.size(), 2u) << name;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const Tensor want = load_tensor_pb(outputs[k]);
+      const lnv::Tensor<double>& got = ev.outputs.at(k);
+      ASSERT_EQ(got.shape, want.dims) << name << " output " << k;
+      for (size_t e = 0; e < want.floats.size(); ++e)
+        EXPECT_NEAR(got.data[e], want.floats[e], 1e-5) << name << " output " << k << " element " << e;
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 8);
 }
 
 }  // namespace

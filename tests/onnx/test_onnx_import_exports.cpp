@@ -101,15 +101,18 @@ const std::string kDir = std::string(LNV_SOURCE_DIR) + "/tests/data/onnx/";
 // GPT-2's attention masks its scores with Where(causal, scores, min) before the softmax: no
 //   term's deviation reaches the scores (the LNs absorb them first).
 // Recurrent language models (scripts/make_onnx_recurrent_models.py: rnn_lm_tiny,
-//   lstm_lm_tiny, lstm_lm_bi_tiny, gru_lm_2layer_tiny): embedding -> ln_in -> nn.RNN /
-//   nn.LSTM / bidirectional nn.LSTM / two-layer nn.GRU -> ln_out -> Linear head. ln_in
+//   lstm_lm_tiny, lstm_lm_bi_tiny, gru_lm_2layer_tiny, rnn_lm_bi_tiny, rnn_lm_bi_h0_tiny):
+//   embedding -> ln_in -> nn.RNN / nn.LSTM / bidirectional nn.LSTM / two-layer nn.GRU /
+//   bidirectional nn.RNN (from zeros, from a learned h0) -> ln_out -> Linear head. ln_in
 //   reads the embedding lookup (rows centered; the shift is absorbed by ln_in itself, so
 //   the recurrent layer reading ln_in's output sees no change): it folds. ln_out reads the
 //   recurrent layer's output (through Squeeze/Transpose/Reshape): tanh(...) of an rnn,
 //   o*tanh(C) of an lstm, (1-z)*n + z*h of a gru, which no centering of the layer's weights
-//   shifts by a constant over H (docs/spec/semantics.md, "Gated recurrent layers"): no.
-//   1 of 2. PyTorch's zero initial states (ConstantOfShape of the batch size) fold to
-//   zeros and are left out.
+//   shifts by a constant over H (docs/spec/semantics.md, "Gated recurrent layers"): no; the
+//   bidirectional RNN's features are both directions' tanh outputs side by side, no
+//   different. 1 of 2. PyTorch's zero initial states (ConstantOfShape of the batch size)
+//   fold to zeros and are left out; the learned h0 (Expand of a parameter) folds to a
+//   constant the rnn composition reads (docs/spec/decisions.md, "ONNX's RNN").
 struct Export {
   std::string file, data;
   DimBindings dims;
@@ -152,6 +155,8 @@ const std::vector<Export>& exports() {
       {"lstm_lm_tiny_opset17.onnx", "lstm_lm_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
       {"lstm_lm_bi_tiny_opset17.onnx", "lstm_lm_bi_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
       {"gru_lm_2layer_tiny_opset17.onnx", "gru_lm_2layer_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
+      {"rnn_lm_bi_tiny_opset17.onnx", "rnn_lm_bi_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
+      {"rnn_lm_bi_h0_tiny_opset17.onnx", "rnn_lm_bi_h0_tiny_data", {{"batch", 2}, {"seq", 5}}, 2, recurrent},
   };
   return list;
 }

@@ -543,6 +543,32 @@ TEST(OrtFusion, RunsEachResidualAddInsideTheFoldedNorm) {
 
 TEST(OrtExports, AreFound) { EXPECT_GE(exports().size(), 11u); }
 
+// The RNN forms of tests/data/onnx/rnn_forms/ (which test_onnx_import_backend holds
+// lnverify's evaluation to) carry ONNX Runtime's outputs: each layout-0 case, run again
+// here on all its inputs, gives its committed Y and Y_h to float32 rounding (ORT does not
+// run layout 1; those cases' outputs are a layout-0 run's, transposed).
+TEST(OrtRnnForms, CommittedOutputsAreOnnxRuntimes) {
+  if (const std::string why = ort_missing(); !why.empty()) GTEST_SKIP() << why;
+  int checked = 0;
+  for (const fs::directory_entry& d : fs::directory_iterator(kDir / "rnn_forms")) {
+    const std::string name = d.path().filename().string();
+    if (name.find("batchwise") != std::string::npos) continue;
+    const fs::path data = d.path() / "test_data_set_0", out = scratch("rnn_forms." + name);
+    std::string cmd = "node " + shell_quoted(kSource / "tools/ort_run.js") + " " +
+                      shell_quoted(d.path() / "model.onnx") + " " + shell_quoted(out);
+    for (const char* input : {"input_0.pb", "input_1.pb"})
+      if (fs::exists(data / input)) cmd += " " + shell_quoted(data / input);
+    ASSERT_EQ(std::system((cmd + " > " + shell_quoted(out / "log") + " 2>&1").c_str()), 0) << cmd;
+    for (const char* output : {"output_0.pb", "output_1.pb"}) {
+      const Tensor want = load_tensor_pb(data / output), got = load_tensor_pb(out / output);
+      ASSERT_EQ(got.dims, want.dims) << name << " " << output;
+      EXPECT_LE(max_abs_diff(got.floats, want.floats), std::ldexp(largest(want.floats), -22)) << name << " " << output;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+}
+
 INSTANTIATE_TEST_SUITE_P(RealExports, Ort, testing::ValuesIn(exports()),
                          [](const testing::TestParamInfo<Export>& info) { return info.param.model; });
 
