@@ -594,8 +594,8 @@ class Matcher {
     const bool counts_mask = im_.used(n, 1);
     const std::string mask_in = counts_mask && given(7) ? index_source(n.inputs[7]) : "";
     if (counts_mask) {
-      if (mask_in.empty() || im_.is_graph_output(n.outputs[1]) ||
-          im_.shape(n.inputs[7]) != im_.shape(n.inputs[0]))
+      if (mask_in.empty() || im_.is_graph_output(n.outputs[1]) || !im_.has_shape(n.inputs[7]) ||
+          !im_.has_shape(n.inputs[0]) || im_.shape(n.inputs[7]) != im_.shape(n.inputs[0]))
         return;
       for (int r : im_.consumers(n.outputs[1])) {
         const auto& a = nodes_[size_t(r)];
@@ -634,7 +634,7 @@ class Matcher {
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
     im_.consume(i);
     for (size_t c : centering) im_.consume(c);
-    // A Cast of the ids that only this node reads goes with it.
+    // A Cast of the ids (or of the counted mask) that only this node reads goes with it.
     for (size_t k : {size_t(0), size_t(1), size_t(7), size_t(8)}) {
       if (k == 7 && !counts_mask) continue;
       if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
