@@ -1,5 +1,7 @@
 #include "onnx/constant_fold.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -30,9 +32,64 @@ std::set<std::string> subgraph_reads(const Node& n) {
   return names;
 }
 
+// The nodes left unfolded although their inputs are constants: a parameter computed in
+// the graph from stored ones, as `fold --mode training` writes a LayerScale moved into a
+// weight (docs/onnx.md, "Training"): M = Mul(W, Reshape(γ)) read only by a centering
+// Sub(M, ReduceMean(M, keepdims=1)). Folding M would read W and γ back as one stored
+// constant, so the parameters that train would be gone; kept, M is a product of two
+// params. A Reshape of an initializer that only such Muls read stays too (γ keeps its
+// name).
+std::vector<bool> computed_params(const Graph& g) {
+  std::map<std::string, std::vector<size_t>> readers;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (const auto& in : g.nodes[k].inputs) readers[in].push_back(k);
+  std::set<std::string> outputs;
+  for (const ValueInfo& v : g.outputs) outputs.insert(v.name);
+  auto is_default = [&](size_t k, const char* op) {
+    return g.nodes[k].op_type == op && (g.nodes[k].domain.empty() || g.nodes[k].domain == "ai.onnx");
+  };
+  auto readers_of = [&](const std::string& v) {
+    auto it = readers.find(v);
+    return it == readers.end() ? std::vector<size_t>{} : it->second;
+  };
+  // True when `v` is read only by ReduceMean(v, keepdims=1) and Sub(v, that mean).
+  auto centered = [&](const std::string& v) {
+    const auto r = readers_of(v);
+    if (r.size() != 2 || outputs.count(v)) return false;
+    for (size_t m : r) {
+      if (!is_default(m, "ReduceMean") || g.nodes[m].inputs.empty() || g.nodes[m].inputs[0] != v) continue;
+      const Attribute* keep = g.nodes[m].attr("keepdims");
+      if (keep && keep->i != 1) return false;
+      const size_t s = r[0] == m ? r[1] : r[0];
+      return is_default(s, "Sub") &&
+             g.nodes[s].inputs == std::vector<std::string>{v, g.nodes[m].outputs.at(0)};
+    }
+    return false;
+  };
+  std::set<std::string> stored;
+  for (const Initializer& init : g.initializers) stored.insert(init.name);
+  std::vector<bool> keep(g.nodes.size(), false);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (!is_default(k, "Mul") || n.inputs.size() != 2 || n.outputs.size() != 1 || !centered(n.outputs[0]))
+      continue;
+    keep[k] = true;
+  }
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (!is_default(k, "Reshape") || n.inputs.empty() || !stored.count(n.inputs[0]) || n.outputs.size() != 1 ||
+        outputs.count(n.outputs[0]))
+      continue;
+    const auto r = readers_of(n.outputs[0]);
+    if (!r.empty() && std::all_of(r.begin(), r.end(), [&](size_t m) { return keep[m]; })) keep[k] = true;
+  }
+  return keep;
+}
+
 class Folder {
  public:
-  explicit Folder(const Model& model) : model_(model), folded_(model.graph.nodes.size(), false) {
+  explicit Folder(const Model& model)
+      : model_(model), folded_(model.graph.nodes.size(), false), kept_(computed_params(model.graph)) {
     for (const Initializer& init : model.graph.initializers) constants_[init.name] = init.value;
   }
 
@@ -58,7 +115,7 @@ class Folder {
     bool progress = false;
     for (size_t k = 0; k < model_.graph.nodes.size(); ++k) {
       const Node& node = model_.graph.nodes[k];
-      if (folded_[k] || !node.domain.empty() || !is_foldable_op(node.op_type)) continue;
+      if (folded_[k] || kept_[k] || !node.domain.empty() || !is_foldable_op(node.op_type)) continue;
       std::vector<Tensor> dims_only;  // stable storage for Shape/Size inputs
       dims_only.reserve(1);
       std::vector<const Tensor*> inputs;
@@ -177,6 +234,7 @@ class Folder {
 
   const Model& model_;
   std::vector<bool> folded_;
+  std::vector<bool> kept_;  // computed_params
   std::map<std::string, Tensor> constants_;
 };
 

@@ -36,7 +36,10 @@ struct FoldResult {
 // remain: folded values that live nodes or graph outputs read become initializers named
 // as the value, nodes no graph output depends on are removed, and initializers read only
 // by removed nodes are dropped. Initializers that are also graph inputs count as
-// constants. Subgraphs (If/Loop bodies) are left as they are. Throws lnv::ModelError
+// constants. A parameter computed from stored ones as the training fold writes a
+// LayerScale (a Mul that only a centering Sub(M, ReduceMean(M)) reads, and a Reshape of
+// an initializer that only such Muls read) is not folded, so its factors stay parameters.
+// Subgraphs (If/Loop bodies) are left as they are. Throws lnv::ModelError
 // naming the node when a node is invalid on its constant inputs.
 FoldResult fold_constants(const Model& model);
 

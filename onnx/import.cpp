@@ -223,6 +223,44 @@ std::string centered_constant(const Importer& im, const std::string& v, int64_t 
   return sub.inputs[0];
 }
 
+// A LayerScale moved into a weight as `fold --mode training` writes it (docs/onnx.md,
+// "Training"): `v` = Sub(M, ReduceMean(M, [axis], keepdims=1)), M = Mul(W, γ') with W a
+// constant and γ' = Reshape(γ) of a constant γ (or a constant γ' itself), which the
+// constant folder leaves unfolded (computed_params). W and γ (γ' when it is stored
+// reshaped) when it is; nullopt otherwise.
+struct ScaledConstant {
+  std::string weight, gamma;
+};
+std::optional<ScaledConstant> scaled_constant(const Importer& im, const std::string& v, int64_t axis) {
+  const int s = im.producer(v);
+  if (s < 0) return std::nullopt;
+  const onnx_import::Node& sub = im.nodes()[size_t(s)];
+  if (sub.op_type != "Sub" || !sub.domain.empty() || sub.inputs.size() != 2) return std::nullopt;
+  const int p = im.producer(sub.inputs[0]), m = im.producer(sub.inputs[1]);
+  if (p < 0 || m < 0) return std::nullopt;
+  const onnx_import::Node& mul = im.nodes()[size_t(p)];
+  const onnx_import::Node& mean = im.nodes()[size_t(m)];
+  if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 ||
+      !im.is_constant(mul.inputs[0]) || im.shape(mul.inputs[0]) != im.shape(v))
+    return std::nullopt;
+  if (mean.op_type != "ReduceMean" || !mean.domain.empty() || mean.inputs.empty() ||
+      mean.inputs[0] != sub.inputs[0] || im.attr_i(mean, "keepdims", 1) != 1)
+    return std::nullopt;
+  const auto axes = im.reduce_axes(mean);
+  const int64_t rank = int64_t(im.shape(v).size());
+  if (!axes || axes->size() != 1 || ((*axes)[0] + rank) % rank != axis) return std::nullopt;
+  std::string gamma = mul.inputs[1];
+  if (const int r = im.producer(gamma); r >= 0) {
+    const onnx_import::Node& reshape = im.nodes()[size_t(r)];
+    if (reshape.op_type != "Reshape" || !reshape.domain.empty() || reshape.inputs.empty()) return std::nullopt;
+    gamma = reshape.inputs[0];
+  }
+  if (!im.is_constant(gamma) || !im.is_float_value(gamma) ||
+      im.numel(gamma) != im.shape(v).at(size_t(axis)))
+    return std::nullopt;
+  return ScaledConstant{mul.inputs[0], gamma};
+}
+
 void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   const std::vector<int64_t> x = im.shape(n.inputs[0]);
   std::string weight = n.inputs[1];
@@ -230,13 +268,22 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   // A weight (and bias) centered in the graph along the output channels: the stored ones
   // with `cbwc`.
   bool cbwc = false;
+  // A weight (and bias) times a LayerScale γ, centered in the graph along the output
+  // channels: the Conv of the stored ones, times γ along the channels, centered over them.
+  std::string gamma;
   if (!im.is_constant(weight)) {
     const std::string w = centered_constant(im, weight, 0);
     const std::string b = bias.empty() ? "" : centered_constant(im, bias, 0);
+    const auto sw = scaled_constant(im, weight, 0);
+    const auto sb = bias.empty() ? std::nullopt : scaled_constant(im, bias, 0);
     if (!w.empty() && (bias.empty() || !b.empty())) {
       weight = w;
       bias = b;
       cbwc = true;
+    } else if (sw && (bias.empty() || (sb && sb->gamma == sw->gamma))) {
+      weight = sw->weight;
+      bias = sb ? sb->weight : "";
+      gamma = sw->gamma;
     }
   }
   if (!im.is_constant(weight)) return im.opaque(i, "a weight that is not a constant");
@@ -249,7 +296,8 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   const auto dilations = im.attr_ints(n, "dilations", std::vector<int64_t>(s, 1));
   const auto pads = symmetric_pads(im, n, x, kernel, strides, dilations);
   if (!pads) return im.opaque(i, "asymmetric padding");
-  Node c = im.node(n, i, s == 1 ? Op::conv1d : Op::conv2d, {im.value(n.inputs[0])});
+  Node c = im.node(n, i, s == 1 ? Op::conv1d : Op::conv2d, {im.value(n.inputs[0])},
+                   gamma.empty() ? "" : "unscaled");
   c.weight = im.value(weight);
   if (!bias.empty()) c.bias = im.value(bias);
   c.cbwc = cbwc;
@@ -257,7 +305,15 @@ void map_conv(Importer& im, const onnx_import::Node& n, size_t i) {
   c.dilation = dilations;
   c.padding = *pads;
   c.groups = im.attr_i(n, "group", 1);
-  im.emit_final(std::move(c), n.outputs[0]);
+  if (gamma.empty()) return im.emit_final(std::move(c), n.outputs[0]);
+  const std::string product = im.emit(std::move(c));
+  Node along = im.node(n, i, Op::reshape, {im.value(gamma)}, "layer_scale");
+  along.shape.assign(s + 1, 1);
+  along.shape[0] = w[0];
+  Node scaled = im.node(n, i, Op::mul, {product, im.emit(std::move(along))}, "scaled");
+  Node centered = im.node(n, i, Op::center, {im.emit(std::move(scaled))});
+  centered.axes = {1};
+  im.emit_final(std::move(centered), n.outputs[0]);
 }
 
 // Inference: y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a.

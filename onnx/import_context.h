@@ -100,6 +100,11 @@ class Importer {
   void leave_out_norm(const std::string& x, const std::string& out, const std::string& name, Op op,
                       double eps, const std::vector<int64_t>& dims);
   void note_index_range(const std::string& input, int64_t rows);
+  // ONNX values of key lengths [B] that the lnv graph holds as exact float counts (an
+  // EmbedLayerNormalization's mask_index, import_patterns.cpp), which an Attention's key
+  // mask reads (import_contrib.cpp).
+  void note_key_lengths(const std::string& v) { key_lengths_.insert(v); }
+  bool key_lengths(const std::string& v) const { return key_lengths_.count(v) != 0; }
   void consume(size_t i) { consumed_.insert(i); }
   bool consumed(size_t i) const { return consumed_.count(i) != 0; }
   void record_norm(const std::string& lnv_name, const std::vector<size_t>& onnx_nodes);
@@ -119,6 +124,7 @@ class Importer {
   std::set<std::string> graph_outputs_;
   std::set<std::string> index_inputs_;
   std::map<std::string, int64_t> index_ranges_;
+  std::set<std::string> key_lengths_;
   std::unordered_map<std::string, std::string> values_;  // ONNX value -> lnv name
   UniqueNames names_;                                     // lnv names taken
   std::set<size_t> consumed_;

@@ -232,7 +232,9 @@ std::string index_source(const Importer& im, const std::string& v) {
 // From an integer graph input (through a Cast) the mask is an `embedding` lookup of the
 // ids in a constant table (the raw forms: ids in {0, 1}, table [[fill], [0]]; the lengths:
 // ids in [0, T], row L the mask of length L), so each id the input can hold maps to the
-// kernel's mask exactly; from an integer constant it is a param. Any other form or source
+// kernel's mask exactly; from an integer constant it is a param; key lengths an
+// EmbedLayerNormalization counts from its mask (Importer::key_lengths) give
+// fill · (1 − clip(len − t, 0, 1)). Any other form or source
 // (the start/end form (2B), (3B + 2), the 4-D Megatron mask, a mask computed in the graph)
 // is not modelled: exit 2 naming the node and the form.
 std::string key_mask(Importer& im, const onnx_import::Node& n, size_t i, size_t k, const char* input,
@@ -263,6 +265,26 @@ std::string key_mask(Importer& im, const onnx_import::Node& n, size_t i, size_t 
     for (int64_t c = std::max<int64_t>(len, 0); c < t; ++c) r[size_t(c)] = fill;
     return r;
   };
+  if (form == Form::lengths && im.key_lengths(v)) {
+    // Lengths held as exact integer counts len [B]: key t is kept where len − t ≥ 1, so the
+    // mask is fill · (1 − clip(len − t, 0, 1)), exact at every integer len.
+    Node col = im.node(n, i, Op::reshape, {im.value(v)}, "key_lengths");
+    col.shape = {b, 1};
+    std::vector<double> keys(static_cast<size_t>(t));
+    for (int64_t c = 0; c < t; ++c) keys[size_t(c)] = double(c);
+    Node past = im.node(n, i, Op::sub, {im.emit(std::move(col)), im.new_param(name + "_keys", {1, t}, keys)},
+                        "key_mask_past");
+    Node kept = im.node(n, i, Op::clip, {im.emit(std::move(past))}, "key_mask_kept");
+    kept.min = 0.0;
+    kept.max = 1.0;
+    Node scaled = im.node(n, i, Op::scale, {im.emit(std::move(kept))}, "key_mask_scaled");
+    scaled.factor = -fill;
+    Node filled = im.node(n, i, Op::add, {im.emit(std::move(scaled)), im.new_param(name + "_fill", {1}, {fill})},
+                          "key_mask_filled");
+    Node r = im.node(n, i, Op::reshape, {im.emit(std::move(filled))}, "key_mask");
+    r.shape = out;
+    return im.emit(std::move(r));
+  }
   if (const Initializer* c = im.constant(v)) {
     if (c->value.is_float()) throw ModelError(im.describe(i), where + " holds floats; expected int32");
     std::vector<double> values;
@@ -284,6 +306,17 @@ std::string key_mask(Importer& im, const onnx_import::Node& n, size_t i, size_t 
   const std::string ids = index_source(im, v);
   if (ids.empty()) {
     const int p = im.producer(v);
+    if (p >= 0 && im.nodes()[size_t(p)].op_type == "EmbedLayerNormalization" &&
+        im.nodes()[size_t(p)].outputs.size() > 1 && im.nodes()[size_t(p)].outputs[1] == v) {
+      const auto& e = im.nodes()[size_t(p)];
+      const std::string mask = e.inputs.size() > 7 ? e.inputs[7] : "";
+      throw ModelError(im.describe(i), where + " is the mask_index of " + e.describe(size_t(p)) +
+                                           (mask.empty() ? std::string(", which has no mask input")
+                                                         : ", counted from its mask ('" + mask + "')") +
+                                           ", which lnverify does not model there: it models the count of a mask "
+                                           "that is an integer graph input [batch, sequence] (directly or through "
+                                           "a Cast), read by Attention mask_index inputs alone");
+    }
     throw ModelError(im.describe(i), where + " is computed by " +
                                          (p >= 0 ? im.nodes()[size_t(p)].describe(size_t(p)) : std::string("the graph")) +
                                          "; lnverify models a mask that is an integer graph input (directly or "

@@ -544,8 +544,8 @@ class Matcher {
   // segment_embedding[segment_ids]), then a LayerNorm over the last axis with gamma, beta and
   // epsilon (default 1e-12); output 2 is the sum. Matched when the ids are integer graph
   // inputs and the tables constants (or centered in the graph, as `fold --mode training`
-  // writes them: table_centered_in_graph); when its mask_index output is read (an integer)
-  // it stays opaque.
+  // writes them: table_centered_in_graph); a read mask_index output (an integer) when
+  // every reader is an Attention and the mask an integer graph input, otherwise opaque.
   // The integer graph input `v` is, directly or through a Cast (ONNX Runtime's transformer
   // optimizer casts int64 ids to int32), or "".
   std::string index_source(const std::string& v) const {
@@ -584,8 +584,26 @@ class Matcher {
   void try_embed_layer_norm(size_t i) {
     const auto& n = nodes_[i];
     auto given = [&](size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); };
-    if (n.inputs.size() < 7 || im_.used(n, 1)) return;
+    if (n.inputs.size() < 7) return;
     const std::string ids_in = index_source(n.inputs[0]);
+    // A read mask_index: ONNX Runtime's CPU kernel counts the entries equal to 1 in each
+    // row of `mask` ([B]: the key lengths its Attention reads, whatever the padding).
+    // Modelled when the mask is an integer graph input [B, S] (directly or through a Cast)
+    // and every reader is an Attention's mask_index: the count of an `embedding` of the
+    // mask in the table [[0], [1]] (mask ids in {0, 1}), summed by a `matmul` by ones.
+    const bool counts_mask = im_.used(n, 1);
+    const std::string mask_in = counts_mask && given(7) ? index_source(n.inputs[7]) : "";
+    if (counts_mask) {
+      if (mask_in.empty() || im_.is_graph_output(n.outputs[1]) || !im_.has_shape(n.inputs[7]) ||
+          !im_.has_shape(n.inputs[0]) || im_.shape(n.inputs[7]) != im_.shape(n.inputs[0]))
+        return;
+      for (int r : im_.consumers(n.outputs[1])) {
+        const auto& a = nodes_[size_t(r)];
+        if (a.op_type != "Attention" || a.domain != "com.microsoft" || a.inputs.size() < 4 ||
+            std::count(a.inputs.begin(), a.inputs.end(), n.outputs[1]) != 1 || a.inputs[3] != n.outputs[1])
+          return;
+      }
+    }
     const std::string seg_in = given(1) ? index_source(n.inputs[1]) : "";
     const std::string pos_in = given(8) ? index_source(n.inputs[8]) : "";
     if (ids_in.empty() || given(1) != given(4) || (given(1) && seg_in.empty()) || (given(8) && pos_in.empty()))
@@ -616,8 +634,9 @@ class Matcher {
     norm.name = n.name.empty() ? n.outputs[0] : n.name;
     im_.consume(i);
     for (size_t c : centering) im_.consume(c);
-    // A Cast of the ids that only this node reads goes with it.
-    for (size_t k : {size_t(0), size_t(1), size_t(8)}) {
+    // A Cast of the ids (or of the counted mask) that only this node reads goes with it.
+    for (size_t k : {size_t(0), size_t(1), size_t(7), size_t(8)}) {
+      if (k == 7 && !counts_mask) continue;
       if (!given(k) || im_.is_index_input(n.inputs[k])) continue;
       const int c = im_.producer(n.inputs[k]);
       const auto& readers = im_.consumers(n.inputs[k]);
@@ -655,6 +674,22 @@ class Matcher {
       sum = im.emit(im.named_node(norm.name + ".sum", Op::add, {sum, position}));
       if (given(1)) sum = im.emit(im.named_node(norm.name + ".sum_segment", Op::add, {sum, lookup(4, seg_in, "segment")}));
       if (n.outputs.size() > 2 && !n.outputs[2].empty()) im.alias_lnv(n.outputs[2], sum);
+      if (counts_mask) {
+        const auto& bs = im.shape(n.inputs[7]);
+        lnv::Node ones = im.named_node(norm.name + ".mask_ones", Op::embedding, {im.value(mask_in)});
+        ones.weight = im.new_param(norm.name + ".mask_ones_table", {2, 1}, {0.0, 1.0});
+        im.note_index_range(mask_in, 2);
+        lnv::Node rows = im.named_node(norm.name + ".mask_rows", Op::reshape, {im.emit(std::move(ones))});
+        rows.shape = bs;
+        lnv::Node count = im.named_node(norm.name + ".mask_count", Op::matmul,
+                                        {im.emit(std::move(rows)),
+                                         im.new_param(norm.name + ".mask_sum", {bs[1], 1},
+                                                      std::vector<double>(size_t(bs[1]), 1.0))});
+        lnv::Node lengths = im.named_node(norm.name + ".mask_index", Op::reshape, {im.emit(std::move(count))});
+        lengths.shape = {bs[0]};
+        im.alias_lnv(n.outputs[1], im.emit(std::move(lengths)));
+        im.note_key_lengths(n.outputs[1]);
+      }
       lnv::Node ln = im.named_node(norm.name, Op::layer_norm, {sum});
       ln.axes = norm.axes;
       ln.eps = norm.eps;

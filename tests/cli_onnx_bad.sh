@@ -317,6 +317,16 @@ save("m_heads.onnx", [mha(["x", "x", "x"], num_heads=3)], [])
 save("m_no_value.onnx", [mha(["x", "x"])], [])
 save("m_attention_bias.onnx", [mha(["x", "x", "x", "", "", "ab"])], [], floats=[("x", [2, 3, 8]), ("ab", [1, 2, 3, 3])])
 save("m_end_start.onnx", [mha(["x", "x", "x", "", "mask"])], [], ints=[("mask", [4])])
+# EmbedLayerNormalization's mask_index read by an Attention, its mask computed in the
+# graph (lnverify counts a mask that is an integer graph input).
+table = lambda n, r: t(n, rng.standard_normal((r, 8)))
+embed = h.make_node("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "g", "b", "mask"],
+                    ["emb", "mask_index"], name="embed", domain=MS)
+save("e_mask_computed.onnx", [h.make_node("Add", ["m", "one"], ["mask"], name="mask_add"), embed,
+                              att(["emb", "w", "wb", "mask_index"])],
+     qkv + [table("word", 10), table("pos", 6), t("g", np.ones(8)), t("b", np.zeros(8)),
+            numpy_helper.from_array(np.array(1, np.int32), "one")],
+     ints=[("ids", [2, 3]), ("m", [2, 3])], floats=())
 PY
 contrib_bad "Attention mask_index of end/start positions" a_end_start.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask'\) of shape \[4\] is the end/start positions form, which lnverify does not model"
 contrib_bad "Attention mask_index of Megatron's 4-D form" a_megatron.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask'\) of shape \[2, 1, 3, 3\] is not a form lnverify models"
@@ -328,6 +338,7 @@ contrib_bad "MultiHeadAttention num_heads 3 on hidden 8" m_heads.onnx "node 'mha
 contrib_bad "MultiHeadAttention without value" m_no_value.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): query \('x'\) of shape \[2, 3, 8\] with key given and value absent"
 contrib_bad "MultiHeadAttention attention_bias" m_attention_bias.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): attention_bias \('ab'\) is not modelled"
 contrib_bad "MultiHeadAttention key_padding_mask of end/start positions" m_end_start.onnx "node 'mha' \(com.microsoft.MultiHeadAttention\): key_padding_mask \('mask'\) of shape \[4\] is the end/start positions form"
+contrib_bad "EmbedLayerNormalization mask_index of a computed mask" e_mask_computed.onnx "node 'attn' \(com.microsoft.Attention\): mask_index \('mask_index'\) of shape \[2\] is the mask_index of node 'embed' \(com.microsoft.EmbedLayerNormalization\), counted from its mask \('mask'\), which lnverify does not model there"
 E="$ROOT/tests/data/onnx/contrib/embed_layer_norm_position_ids/model.onnx"
 contrib_bad "nchwc layout ops" c_nchwc.onnx "node 'reorder' \(com.microsoft.nchwc.ReorderInput\).*save the model at level 'extended'"
 

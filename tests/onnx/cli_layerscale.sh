@@ -5,13 +5,47 @@
 # its inference fold moves each gamma into the last Linear of its branch (the Mul becomes an
 # Identity, gamma's initializer goes), its training fold computes Mul(W, gamma) and the
 # centering in the graph (gamma kept); both are `equiv` to the source and run in ONNX
-# Runtime within float32 noise of PyTorch's output with the same argmax. A gamma times a
-# Conv folds into the Conv. torchvision's ConvNeXt keeps its "no" for the LNs after its
+# Runtime within float32 noise of PyTorch's output with the same argmax. The training
+# fold reads back with W and gamma as params: `equiv --grad --grad-params` is equal
+# outright and compares their gradients (also for a Conv and for model.json goldens
+# exported to ONNX). A gamma times a Conv folds into the Conv. torchvision's ConvNeXt keeps its "no" for the LNs after its
 # depthwise convs, LayerScale or not.
 #   bash tests/onnx/cli_layerscale.sh PATH/TO/lnverify
 set -uo pipefail
 source "$(dirname "$0")/../cli_lib.sh" "$1"
 D="$ROOT/tests/data/onnx"
+
+# The training fold's LayerScale weights read back as the params W and gamma: `equiv
+# --mode training --grad --grad-params` of SOURCE and FOLD is equal outright (no weight
+# storage allowance: the two files store the same weights) and compares the gradient of
+# every W and gamma the fold's `<W>/layer_scale/Mul` and `Reshape` nodes read (the JSON
+# report lists each as an equal quantity).
+#   grad_params_equal LABEL SOURCE FOLD N_SCALED N_GAMMAS [options...]
+grad_params_equal() {
+  local label="$1" src="$2" fold="$3" n_scaled="$4" n_gammas="$5"
+  shift 5
+  run "$label: equiv --grad --grad-params of the training fold" 0 "$LNV" equiv "$src" "$fold" \
+    --mode training --grad --grad-params --json "$T/grad.json" "$@"
+  has "$label: equal" "^result: equal"
+  has "$label: equal outright (the same stored weights)" "weight storage allowance: none"
+  if /usr/bin/python3 - "$fold" "$T/grad.json" "$n_scaled" "$n_gammas" > "$T/grad_check" 2>&1 <<'PY'
+import json, sys
+import onnx
+g = onnx.load(sys.argv[1]).graph
+muls = [n for n in g.node if n.op_type == "Mul" and n.name.endswith("/layer_scale/Mul")]
+shapes = [n for n in g.node if n.op_type == "Reshape" and n.name.endswith("/layer_scale/Reshape")]
+scaled = {n.input[0] for n in muls}
+gammas = {n.input[0] for n in shapes}
+assert len(scaled) == int(sys.argv[3]) and len(gammas) == int(sys.argv[4]), (scaled, gammas)
+q = {x["quantity"]: x for x in json.load(open(sys.argv[2]))["quantities"]}
+for name in sorted(scaled | gammas):
+    x = q.get(f"gradient of param '{name}'")
+    assert x is not None, f"the gradient of '{name}' is not compared"
+    assert x["outcome"] == "equal" and not x["up_to_weight_storage"], x
+print(f"{len(scaled)} scaled weights and biases and {len(gammas)} gammas: gradients compared, equal")
+PY
+  then ok "$label: the gradients of W and gamma are compared"; else bad "$label: the gradients of W and gamma: $(tail -1 "$T/grad_check")"; fi
+}
 
 for o in 17 14; do
   M="$D/layerscale_vit_tiny_opset$o.onnx"
@@ -28,6 +62,7 @@ for o in 17 14; do
     has "opset $o, $mode fold: no LN" "0 of 0 LayerNorms"
   done
   run "opset $o: check of the training fold" 0 "$LNV" check "$T/ls${o}_training.onnx" --dim batch=2 --mode training
+  grad_params_equal "opset $o" "$M" "$T/ls${o}_training.onnx" 8 4 --dim batch=2
   /usr/bin/python3 - "$T/ls${o}_inference.onnx" "$T/ls${o}_training.onnx" > "$T/out" 2>&1 <<'PY'
 import sys
 import onnx
@@ -79,8 +114,9 @@ fi
 
 # gamma [C, 1, 1] times a Conv, then channels-last and a LayerNormalization (written with
 # onnx.helper): the inference fold stores C·diag(gamma)·W in the Conv's weight and bias,
-# the training fold computes them in the graph (which the importer reads back as a cbwc
-# Conv); both are equal to the source.
+# the training fold computes them in the graph (which the importer reads back as the Conv
+# of the stored W and B, times gamma, centered over the channels); both are equal to the
+# source.
 /usr/bin/python3 - "$T" <<'PY'
 import os, sys
 import numpy as np
@@ -107,6 +143,7 @@ for mode in inference training; do
   run "Conv LayerScale: the $mode fold is equal" 0 "$LNV" equiv "$T/conv_ls.onnx" "$T/conv_ls_$mode.onnx" --mode "$mode"
   has "Conv LayerScale, $mode: equal" "result: equal"
 done
+grad_params_equal "Conv LayerScale" "$T/conv_ls.onnx" "$T/conv_ls_training.onnx" 2 1
 if /usr/bin/python3 -c "
 import onnx, sys
 g = onnx.load(sys.argv[1]).graph
@@ -114,6 +151,17 @@ assert 'gamma' not in {i.name for i in g.initializer}
 assert {n.name: n.op_type for n in g.node}['layer_scale'] == 'Identity'" "$T/conv_ls_inference.onnx"; then
   ok "Conv LayerScale: gamma moved into the Conv (Mul -> Identity, gamma dropped)"
 else bad "Conv LayerScale: gamma still read"; fi
+
+# model.json LayerScale goldens (tests/golden) exported with `lnverify export`, folded in
+# training: a linear's weight and bias, a conv1d's, a matmul and bias add followed by
+# transposes and a reshape.
+for g in layer_scale_linear layer_scale_conv layer_scale_chain; do
+  run "$g: export" 0 "$LNV" export "$ROOT/tests/golden/$g.json" -o "$T/$g.onnx"
+  run "$g: training fold" 0 "$LNV" fold "$T/$g.onnx" --mode training -o "$T/${g}_training.onnx"
+done
+grad_params_equal "layer_scale_linear" "$T/layer_scale_linear.onnx" "$T/layer_scale_linear_training.onnx" 2 1
+grad_params_equal "layer_scale_conv" "$T/layer_scale_conv.onnx" "$T/layer_scale_conv_training.onnx" 2 1
+grad_params_equal "layer_scale_chain" "$T/layer_scale_chain.onnx" "$T/layer_scale_chain_training.onnx" 2 1
 
 # A factor that is not a constant (a gate computed from the input) is no LayerScale: a sound
 # "no" whose reason names the Mul and does not claim that no centering exists.
