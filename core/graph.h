@@ -171,6 +171,11 @@ class Graph {
   std::vector<Node> nodes;  // in file order
   std::vector<std::string> outputs;
   std::string base_dir;  // directory of the model file, for `file` params ("" = cwd)
+  // Producers whose weights the model's source file holds inside a fused op (an ONNX
+  // Runtime Attention's packed projections): the file has no Gemm or MatMul of their own,
+  // so a moved bias does not go into them (plan_bias_moves). Set by the ONNX importer; not
+  // part of model.json.
+  std::vector<std::string> fused_producers;
 
   // Validates the graph and fills the derived fields below. Throws ModelError naming
   // the JSON path ("/nodes/3/inputs/1") or the node.

@@ -388,6 +388,22 @@ lnv::Graph Importer::finish() {
           in.range = index_ranges_.at(onnx_name);
       if (in.range == 0) in.range = 1;
     }
+  // The producers no Gemm or MatMul of the file computes (the fold writer finds a moved
+  // bias' reader by its file name, or a name it prefixes with '.' or ':').
+  std::vector<std::string> own_labels;
+  for (size_t i = 0; i < m_.graph.nodes.size(); ++i) {
+    const auto& n = m_.graph.nodes[i];
+    if ((n.op_type == "Gemm" || n.op_type == "MatMul") && (n.domain.empty() || n.domain == "ai.onnx"))
+      own_labels.push_back(n.name.empty() ? (n.outputs.empty() ? "" : n.outputs[0]) : n.name);
+  }
+  for (const lnv::Node& n : g_.nodes) {
+    if (n.op != lnv::Op::linear && n.op != lnv::Op::matmul) continue;
+    const std::string want = renamed_.contains(n.name) ? renamed_[n.name].get<std::string>() : n.name;
+    const bool own = std::any_of(own_labels.begin(), own_labels.end(), [&](const std::string& label) {
+      return !label.empty() && (want == label || want.rfind(label + ".", 0) == 0 || want.rfind(label + ":", 0) == 0);
+    });
+    if (!own) g_.fused_producers.push_back(n.name);
+  }
   nlohmann::json opsets = nlohmann::json::object();
   for (const OpsetImport& o : m_.opset_imports) opsets[o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
   g_.name = m_.graph.name;

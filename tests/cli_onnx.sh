@@ -49,6 +49,42 @@ for mode in inference training; do
   has "Attention with a mask ($mode): 1 fold, 2 tight, the plan" "result: holds \(4 hold, 0 fail, 0 inconclusive\)"
 done
 
+# A pre-norm block as ONNX Runtime's transformer optimizer leaves it: the LN read by an
+# Attention alone. Its Q, K and V projections live in the Attention's packed weights, with
+# no Gemm or MatMul of their own, so the fold keeps the norm's bias (and says why) instead
+# of moving it into them.
+/usr/bin/python3 - "$T/attn_only.onnx" <<'PY' || bad "building the Attention-only model"
+import sys
+import numpy as np
+import onnx
+from onnx import helper as h, numpy_helper, TensorProto as TP
+rng = np.random.default_rng(0)
+t = lambda n, a: numpy_helper.from_array(np.asarray(a, np.float32), n)
+d = 8
+inits = [t("gamma", 1 + 0.1 * rng.standard_normal(d)), t("beta", 0.1 * rng.standard_normal(d)),
+         t("w", rng.standard_normal((d, 3 * d))), t("wb", rng.standard_normal(3 * d)), t("w0", rng.standard_normal((d, d)))]
+nodes = [h.make_node("MatMul", ["x", "w0"], ["hh"], name="fc"),
+         h.make_node("LayerNormalization", ["hh", "gamma", "beta"], ["n"], name="ln", axis=-1),
+         h.make_node("Attention", ["n", "w", "wb"], ["y"], name="attn", domain="com.microsoft", num_heads=2)]
+g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [2, 3, d])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [2, 3, d])], inits)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+m.ir_version = 8
+onnx.save(m, sys.argv[1])
+PY
+run "audit of an LN read by an Attention alone" 0 "$LNV" audit "$T/attn_only.onnx" --json "$T/attn_only.json"
+if grep -q '"fate": "kept"' "$T/attn_only.json" && grep -q 'computed inside a fused op of the source file' "$T/attn_only.json"; then
+  ok "LN read by an Attention: its bias is kept, the reason names the fused projection"
+else
+  bad "LN read by an Attention: bias fate $(grep -o '"fate": "[a-z]*"' "$T/attn_only.json")"
+fi
+for mode in inference training; do
+  run "fold of an LN read by an Attention alone ($mode)" 0 "$LNV" fold "$T/attn_only.onnx" --mode $mode -o "$T/attn_only.$mode.onnx"
+  has "LN read by an Attention ($mode): folded" "1 LayerNorm -> RMSNorm"
+  run "equiv of that fold ($mode)" 0 "$LNV" equiv "$T/attn_only.onnx" "$T/attn_only.$mode.onnx" --mode $mode
+  has "LN read by an Attention ($mode): equal" "result: equal"
+done
+
 # --- import ------------------------------------------------------------------------------
 run "import x.onnx -o y.json" 0 "$LNV" import "$M" --dim batch=2 -o "$T/m.json"
 has "import: what it wrote" "wrote .*m.json: 1 input, 10 params, 10 nodes \(2 norms\)"

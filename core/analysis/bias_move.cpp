@@ -115,6 +115,11 @@ class BiasMovePlanner {
                                              (r.op == Op::matmul && ins[1].kind == ValueRef::Kind::param &&
                                               g_.params[ins[1].index].shape.size() == 2));
       if (producer) {
+        if (std::find(g_.fused_producers.begin(), g_.fused_producers.end(), r.name) != g_.fused_producers.end()) {
+          why = described(r) + " is computed inside a fused op of the source file, which has no Gemm or "
+                "MatMul of its own to take the bias";
+          return false;
+        }
         if (!takes_bias(c, features, why)) return false;
         readers.push_back(r.name);
         continue;
