@@ -38,7 +38,6 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <bit>
@@ -62,6 +61,7 @@
 #include "core/stream_center.h"
 #include "onnx/float_formats.h"
 #include "onnx/newer_opsets.h"
+#include "onnx/shape_inference.h"
 #include "onnx/spellings.h"
 #include "onnx/wire_format.h"
 
@@ -1241,8 +1241,7 @@ class FoldWriter {
           t.clear_data_location();
         }
       try {
-        ox::ShapeInferenceOptions options(false, 0, false);
-        ox::shape_inference::InferShapes(copy, newer_opset_registry(), options);
+        infer_onnx_shapes(copy, InferenceCheck::lenient);
       } catch (const std::exception&) {
         // Types and shapes stay unknown; the writer falls back to the weight's type.
       }
@@ -1873,9 +1872,7 @@ void check_onnx_file(const fs::path& path) {
     ox::checker::check_graph(mp.graph(), ctx, lex);
     if (ctx.get_ir_version() >= 8) ox::checker::check_model_local_functions(mp, ctx, lex);
     // full_check: strict shape inference (type checks, errors thrown).
-    ox::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
-                                      /*enable_data_propagation=*/false);
-    ox::shape_inference::InferShapes(mp, newer_opset_registry(), options);
+    infer_onnx_shapes(mp, InferenceCheck::strict);
   } catch (const std::exception& e) {
     throw ModelError(file, e.what());
   }
