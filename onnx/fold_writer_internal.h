@@ -13,7 +13,6 @@
 //   fold_write_norms.cpp           each folded norm replaced by an RMSNorm as --rms-op spells it
 //   fold_write_output.cpp          writing the model, its side file and copied external data
 //
-//
 // What changes, found by comparing the imported graph with its fold:
 // - a param the fold centered (Param::center_axes) or zeroed (a removed term), or an untied
 //   copy "<param>.centered": its uses are mapped back to the ONNX node inputs that read the
