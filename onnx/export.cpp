@@ -5,7 +5,6 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "onnx/shape_inference.h"
 #include "onnx/spellings.h"
 
 namespace lnv::onnx_export {
@@ -662,8 +662,7 @@ class Exporter {
 void check(ox::ModelProto& mp) {
   try {
     ox::checker::check_model(mp);
-    ox::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1, /*data_prop=*/false);
-    ox::shape_inference::InferShapes(mp, ox::OpSchemaRegistry::Instance(), options);
+    onnx_import::infer_onnx_shapes(mp, onnx_import::InferenceCheck::strict);
     mp.mutable_graph()->clear_value_info();
   } catch (const std::exception& e) {
     throw InternalError(std::string("the exported ONNX model fails ONNX's checker: ") + e.what());
