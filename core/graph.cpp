@@ -304,25 +304,19 @@ void check_where_condition(const Node& n, const std::string& where) {
 }
 
 int64_t cbwc_attr_axis(Op op, const std::string& attr) {
-  switch (op) {
-    case Op::linear:
-    case Op::conv1d:
-    case Op::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
-    case Op::embedding: return attr == "weight" ? 1 : -1;
-    case Op::rnn: return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
-    case Op::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
-    case Op::lstm:  // gated: no centering of the weights reaches the output linearly
-    case Op::gru: return -1;
-    case Op::matmul:  // centers an operand, not an attribute: cbwc_matmul_operand
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::scale:
-    case Op::dropout: case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid:
-    case Op::silu: case Op::exp: case Op::sqrt: case Op::reciprocal: case Op::erf:
-    case Op::log: case Op::sin: case Op::cos: case Op::atan:
-    case Op::hard_sigmoid: case Op::hard_swish: case Op::clip:
-    case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
-    case Op::where: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: return -1;
+  // Only a weighted producer's weight matrix is centered.
+  if (!is_weighted(op)) return -1;
+  switch (family_member<WeightedOp>(op)) {
+    case WeightedOp::linear:
+    case WeightedOp::conv1d:
+    case WeightedOp::conv2d: return attr == "weight" || attr == "bias" ? 0 : -1;
+    case WeightedOp::embedding: return attr == "weight" ? 1 : -1;
+    case WeightedOp::rnn:
+      return attr == "weight_ih" || attr == "weight_hh" || attr == "bias" ? 0 : -1;
+    case WeightedOp::attention: return attr == "wo" || attr == "bo" ? 0 : -1;
+    case WeightedOp::lstm:  // gated: no centering of the weights reaches the output linearly
+    case WeightedOp::gru: return -1;
+    case WeightedOp::matmul: return -1;  // centers an operand, not an attribute (below)
   }
   return -1;
 }

@@ -4,8 +4,10 @@
 // the attribute lists and the family predicates here are expanded from those rows.
 //
 // What an op computes, its shape rule, gradient and the analysis' rules are `switch`es over
-// Op without a `default:` (every target builds with -Werror=switch), so an op added to
-// ops.def fails to compile until each of them handles it. docs/adding_an_op.md lists them.
+// its family (op_family) and, where the members of a family differ, over that family's
+// member enum below, each without a `default:` (every target builds with -Werror=switch):
+// an op added to ops.def fails to compile until each rule that differs within its family
+// handles it, and takes its family's rule everywhere else. docs/adding_an_op.md lists them.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,8 @@
 #include <optional>
 #include <span>
 #include <string_view>
+
+#include "core/error.h"
 
 namespace lnv {
 
@@ -139,6 +143,112 @@ constexpr const OpAttr* op_attr(Op op, std::string_view key) {
   for (const OpAttr& a : op_info(op).attrs)
     if (a.key == key) return &a;
   return nullptr;
+}
+
+// The members of one family, as an enum of their own: a rule that differs between the
+// members of a family is a `switch` over that enum (exhaustive, no `default:`), which lists
+// that family's ops only, and a rule the same for the whole family is one case of a
+// `switch (op_family(op))`. Each enumerator has its Op enumerator's value; family_member
+// converts. Families of one op (scale, dropout, softmax, select, concat, center, opaque)
+// need none. Expanded from the family column of ops.def: LNV_MEMBER_<family>(name) is
+// empty except for the family an enum is being declared for.
+#define LNV_MEMBER_weighted_producer(name)
+#define LNV_MEMBER_elementwise_binary(name)
+#define LNV_MEMBER_scale(name)
+#define LNV_MEMBER_dropout(name)
+#define LNV_MEMBER_unary_nonlinearity(name)
+#define LNV_MEMBER_softmax(name)
+#define LNV_MEMBER_reduction(name)
+#define LNV_MEMBER_shape_op(name)
+#define LNV_MEMBER_select(name)
+#define LNV_MEMBER_concat(name)
+#define LNV_MEMBER_center(name)
+#define LNV_MEMBER_norm(name)
+#define LNV_MEMBER_opaque(name)
+#define LNV_MEMBER(name) name = static_cast<uint8_t>(Op::name),
+
+#undef LNV_MEMBER_weighted_producer
+#define LNV_MEMBER_weighted_producer(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class WeightedOp : uint8_t {
+#include "core/ops.def"
+};
+#undef LNV_MEMBER_weighted_producer
+#define LNV_MEMBER_weighted_producer(name)
+
+#undef LNV_MEMBER_elementwise_binary
+#define LNV_MEMBER_elementwise_binary(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class BinaryOp : uint8_t {
+#include "core/ops.def"
+};
+#undef LNV_MEMBER_elementwise_binary
+#define LNV_MEMBER_elementwise_binary(name)
+
+#undef LNV_MEMBER_unary_nonlinearity
+#define LNV_MEMBER_unary_nonlinearity(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class UnaryOp : uint8_t {
+#include "core/ops.def"
+};
+#undef LNV_MEMBER_unary_nonlinearity
+#define LNV_MEMBER_unary_nonlinearity(name)
+
+#undef LNV_MEMBER_reduction
+#define LNV_MEMBER_reduction(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class ReductionOp : uint8_t {
+#include "core/ops.def"
+};
+#undef LNV_MEMBER_reduction
+#define LNV_MEMBER_reduction(name)
+
+#undef LNV_MEMBER_shape_op
+#define LNV_MEMBER_shape_op(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class ShapeOp : uint8_t {
+#include "core/ops.def"
+};
+#undef LNV_MEMBER_shape_op
+#define LNV_MEMBER_shape_op(name)
+
+#undef LNV_MEMBER_norm
+#define LNV_MEMBER_norm(name) LNV_MEMBER(name)
+#define LNV_OP(name, min_inputs, max_inputs, family) LNV_MEMBER_##family(name)
+enum class NormOp : uint8_t {
+#include "core/ops.def"
+};
+
+#undef LNV_MEMBER_weighted_producer
+#undef LNV_MEMBER_elementwise_binary
+#undef LNV_MEMBER_scale
+#undef LNV_MEMBER_dropout
+#undef LNV_MEMBER_unary_nonlinearity
+#undef LNV_MEMBER_softmax
+#undef LNV_MEMBER_reduction
+#undef LNV_MEMBER_shape_op
+#undef LNV_MEMBER_select
+#undef LNV_MEMBER_concat
+#undef LNV_MEMBER_center
+#undef LNV_MEMBER_norm
+#undef LNV_MEMBER_opaque
+#undef LNV_MEMBER
+
+// The family each member enum belongs to.
+constexpr OpFamily family_of(WeightedOp) { return OpFamily::weighted_producer; }
+constexpr OpFamily family_of(BinaryOp) { return OpFamily::elementwise_binary; }
+constexpr OpFamily family_of(UnaryOp) { return OpFamily::unary_nonlinearity; }
+constexpr OpFamily family_of(ReductionOp) { return OpFamily::reduction; }
+constexpr OpFamily family_of(ShapeOp) { return OpFamily::shape_op; }
+constexpr OpFamily family_of(NormOp) { return OpFamily::norm; }
+
+// `op` as a member of its family's enum; `op` must belong to that family (a bug otherwise).
+template <class Member>
+constexpr Member family_member(Op op) {
+  if (op_family(op) != family_of(Member{}))
+    throw InternalError("family_member: " + std::string(op_name(op)) +
+                        " is not of the family asked for");
+  return static_cast<Member>(op);
 }
 
 // Elementwise unary nonlinearities (relu, gelu, tanh, sigmoid, silu, exp, sqrt, reciprocal,

@@ -43,83 +43,69 @@ class Rules {
     check_arity();
     check_param_attrs_apply();
     check_index_inputs();
-    switch (n_.op) {
-      case Op::linear: return linear();
-      case Op::matmul: return matmul();
-      case Op::embedding: return embedding();
-      case Op::conv1d: return conv(1);
-      case Op::conv2d: return conv(2);
-      case Op::rnn: return rnn();
-      case Op::lstm:
-      case Op::gru: return gated_recurrent();
-      case Op::attention: return attention();
-      case Op::add:
-      case Op::sub:
-      case Op::mul:
-      case Op::div: return broadcast_shapes(in_[0], in_[1], where_ + "/inputs");
-      case Op::scale:
+    switch (op_family(n_.op)) {
+      case OpFamily::weighted_producer:
+        switch (family_member<WeightedOp>(n_.op)) {
+          case WeightedOp::linear: return linear();
+          case WeightedOp::matmul: return matmul();
+          case WeightedOp::embedding: return embedding();
+          case WeightedOp::conv1d: return conv(1);
+          case WeightedOp::conv2d: return conv(2);
+          case WeightedOp::rnn: return rnn();
+          case WeightedOp::lstm:
+          case WeightedOp::gru: return gated_recurrent();
+          case WeightedOp::attention: return attention();
+        }
+        break;
+      case OpFamily::elementwise_binary:
+        return broadcast_shapes(in_[0], in_[1], where_ + "/inputs");
+      case OpFamily::scale:
         if (!std::isfinite(n_.factor))
           fail("/factor", "expected a finite number, got " + std::to_string(n_.factor));
         return in_[0];
-      case Op::dropout:
+      case OpFamily::dropout:
         if (!(n_.p >= 0.0 && n_.p < 1.0))
           fail("/p", "expected a probability 0 <= p < 1, got " + std::to_string(n_.p));
         return in_[0];
-      case Op::relu:
-      case Op::gelu:
-      case Op::tanh:
-      case Op::sigmoid:
-      case Op::silu:
-      case Op::exp:
-      case Op::sqrt:
-      case Op::reciprocal:
-      case Op::erf:
-      case Op::log:
-      case Op::sin:
-      case Op::cos:
-      case Op::atan:
-      case Op::hard_sigmoid:
-      case Op::hard_swish: return in_[0];
-      case Op::clip:
-        if (std::isnan(n_.min) || std::isnan(n_.max) || n_.min > n_.max)
-          fail("/min", "expected min <= max, got min " + std::to_string(n_.min) + " and max " +
-                           std::to_string(n_.max));
-        if (std::isinf(n_.min) && std::isinf(n_.max))
-          fail("", "clip without min and max is the identity: expected at least one bound");
+      // Elementwise: the shape of its input. Of the attributes, only clip's bounds have a
+      // rule beyond their JSON type.
+      case OpFamily::unary_nonlinearity:
+        if (n_.op == Op::clip) check_clip_bounds();
         return in_[0];
-      case Op::softmax: return softmax();
-      case Op::mean:
-      case Op::max: return reduce();
-      case Op::transpose: return transpose();
-      case Op::reshape: return reshape();
-      case Op::slice: {
-        Shape out;
-        for (const SliceAxis& s : slice_layout(n_, in_[0], where_)) out.push_back(s.count);
-        return out;
-      }
-      case Op::expand:
-        for (int64_t d : n_.shape)
-          if (d <= 0 || d > kMaxElements)
-            fail("/shape", "expected entries 1 ... 2^31, got " + std::to_string(d));
-        return broadcast_shapes(in_[0], n_.shape, where_ + "/shape");
-      case Op::pad: {
-        Shape out = in_[0];
-        const std::vector<PadAxis> l = pad_layout(n_, in_[0], where_);
-        for (size_t a = 0; a < out.size(); ++a) out[a] += l[a].before + l[a].after;
-        return out;
-      }
-      case Op::where:
+      case OpFamily::softmax: return softmax();
+      case OpFamily::reduction: return reduce();
+      case OpFamily::shape_op:
+        switch (family_member<ShapeOp>(n_.op)) {
+          case ShapeOp::transpose: return transpose();
+          case ShapeOp::reshape: return reshape();
+          case ShapeOp::slice: {
+            Shape out;
+            for (const SliceAxis& s : slice_layout(n_, in_[0], where_)) out.push_back(s.count);
+            return out;
+          }
+          case ShapeOp::expand:
+            for (int64_t d : n_.shape)
+              if (d <= 0 || d > kMaxElements)
+                fail("/shape", "expected entries 1 ... 2^31, got " + std::to_string(d));
+            return broadcast_shapes(in_[0], n_.shape, where_ + "/shape");
+          case ShapeOp::pad: {
+            Shape out = in_[0];
+            const std::vector<PadAxis> l = pad_layout(n_, in_[0], where_);
+            for (size_t a = 0; a < out.size(); ++a) out[a] += l[a].before + l[a].after;
+            return out;
+          }
+        }
+        break;
+      case OpFamily::select:
         check_where_condition(n_, where_);
         return broadcast_shapes(broadcast_shapes(n_.condition_shape, in_[0], where_ + "/inputs"),
                                 in_[1], where_ + "/inputs");
-      case Op::concat: return concat();
-      case Op::center:
+      case OpFamily::concat: return concat();
+      case OpFamily::center:
         axes_of(in_[0]);
         return in_[0];
-      case Op::layer_norm:
-      case Op::rms_norm: return norm();
-      case Op::opaque: return opaque();
-      case Op::kCount: break;
+      case OpFamily::norm: return norm();
+      case OpFamily::opaque: return opaque();
     }
     throw InternalError("infer_shape: bad op");
   }
@@ -130,6 +116,14 @@ class Rules {
   }
 
   int64_t rank(size_t k) const { return static_cast<int64_t>(in_[k].size()); }
+
+  void check_clip_bounds() const {
+    if (std::isnan(n_.min) || std::isnan(n_.max) || n_.min > n_.max)
+      fail("/min", "expected min <= max, got min " + std::to_string(n_.min) + " and max " +
+                       std::to_string(n_.max));
+    if (std::isinf(n_.min) && std::isinf(n_.max))
+      fail("", "clip without min and max is the identity: expected at least one bound");
+  }
 
   // A softmax's mask (a condition, as where's) broadcasts to its input without enlarging
   // it, and keeps at least one position of every row: the softmax of a row with nothing

@@ -326,22 +326,23 @@ class Exporter {
 
   void export_node(int32_t i) {
     const Node& n = g_.nodes[size_t(i)];
-    switch (n.op) {
-      case Op::linear: return export_linear(n);
-      case Op::matmul: return export_matmul(n, i);
-      case Op::embedding: return export_embedding(n);
-      case Op::conv1d: case Op::conv2d: return export_conv(n);
-      case Op::rnn: return export_rnn(n, i);
-      case Op::lstm: case Op::gru: return export_gated_recurrent(n);
-      case Op::attention: return export_attention(n);
-      case Op::add: case Op::sub: case Op::mul: case Op::div: return export_binary(n);
-      case Op::scale: emit("Mul", n.name, {value(n.inputs[0]), scalar(n.name, "factor", n.factor)}, n.name); return;
-      case Op::dropout: emit(onnx_op_of(n.op), n.name, {value(n.inputs[0]), scalar(n.name, "ratio", n.p)}, n.name); return;
-      case Op::relu: case Op::gelu: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::exp:
-      case Op::sqrt: case Op::reciprocal: case Op::erf: case Op::hard_sigmoid: case Op::hard_swish:
-      case Op::log: case Op::sin: case Op::cos: case Op::atan:
-      case Op::clip: return export_unary(n);
-      case Op::softmax: {
+    switch (op_family(n.op)) {
+      case OpFamily::weighted_producer:
+        switch (family_member<WeightedOp>(n.op)) {
+          case WeightedOp::linear: return export_linear(n);
+          case WeightedOp::matmul: return export_matmul(n, i);
+          case WeightedOp::embedding: return export_embedding(n);
+          case WeightedOp::conv1d: case WeightedOp::conv2d: return export_conv(n);
+          case WeightedOp::rnn: return export_rnn(n, i);
+          case WeightedOp::lstm: case WeightedOp::gru: return export_gated_recurrent(n);
+          case WeightedOp::attention: return export_attention(n);
+        }
+        break;
+      case OpFamily::elementwise_binary: return export_binary(n);
+      case OpFamily::scale: emit("Mul", n.name, {value(n.inputs[0]), scalar(n.name, "factor", n.factor)}, n.name); return;
+      case OpFamily::dropout: emit(onnx_op_of(n.op), n.name, {value(n.inputs[0]), scalar(n.name, "ratio", n.p)}, n.name); return;
+      case OpFamily::unary_nonlinearity: return export_unary(n);
+      case OpFamily::softmax: {
         ox::NodeProto* np = nullptr;
         std::string x = value(n.inputs[0]);
         if (is_masked_softmax(n)) {  // + a constant of 0 and -inf: imported back as this mask
@@ -354,17 +355,18 @@ class Exporter {
         attr_i(np, "axis", n.axis);
         return;
       }
-      case Op::mean: case Op::max: {
+      case OpFamily::reduction: {
         ox::NodeProto* np = nullptr;
         emit(onnx_op_of(n.op), n.name, {value(n.inputs[0])}, n.name, &np);
         attr_ints(np, "axes", n.axes);
         attr_i(np, "keepdims", n.keepdims ? 1 : 0);
         return;
       }
-      case Op::transpose: case Op::reshape: case Op::slice: case Op::concat: case Op::expand: case Op::pad:
+      case OpFamily::shape_op:
         return export_shape_op(n, i);
-      case Op::where: return export_where(n);
-      case Op::center: {
+      case OpFamily::concat: return export_concat(n);
+      case OpFamily::select: return export_where(n);
+      case OpFamily::center: {
         ox::NodeProto* np = nullptr;
         const std::string x = value(n.inputs[0]);
         const std::string m = step("ReduceMean", n.name, "mean", {x}, &np);
@@ -373,15 +375,14 @@ class Exporter {
         emit("Sub", n.name, {x, m}, n.name);
         return;
       }
-      case Op::layer_norm: case Op::rms_norm:
+      case OpFamily::norm:
         norm(n.name, n.op, value(n.inputs[0]), g_.shape_of(n.inputs[0]), n.axes, n.eps,
              param_attr(n, "weight", n.weight), param_attr(n, "bias", n.bias), n.name);
         return;
-      case Op::opaque:
+      case OpFamily::opaque:
         throw ModelError(where(n), "cannot be exported: it stands for the source op '" + n.op_type +
                                        "', which lnverify does not model, so there is nothing to "
                                        "write in its place");
-      case Op::kCount: break;
     }
   }
 
@@ -550,18 +551,18 @@ class Exporter {
   void export_unary(const Node& n) {
     const std::string x = value(n.inputs[0]);
     ox::NodeProto* np = nullptr;
-    switch (n.op) {
-      case Op::relu: case Op::tanh: case Op::sigmoid: case Op::exp: case Op::sqrt:
-      case Op::reciprocal: case Op::erf: case Op::hard_swish:
-      case Op::log: case Op::sin: case Op::cos: case Op::atan:
+    switch (family_member<UnaryOp>(n.op)) {
+      case UnaryOp::relu: case UnaryOp::tanh: case UnaryOp::sigmoid: case UnaryOp::exp: case UnaryOp::sqrt:
+      case UnaryOp::reciprocal: case UnaryOp::erf: case UnaryOp::hard_swish:
+      case UnaryOp::log: case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::atan:
         emit(onnx_op_of(n.op), n.name, {x}, n.name);
         return;
-      case Op::silu: {
+      case UnaryOp::silu: {
         const std::string s = step("Sigmoid", n.name, "sigmoid", {x});
         emit("Mul", n.name, {x, s}, n.name);
         return;
       }
-      case Op::gelu: {
+      case UnaryOp::gelu: {
         // x · 0.5 · (1 + erf(x/√2)): Gelu's Erf spelling, read back as gelu (named after
         // the Div).
         const std::string u = emit("Div", n.name, {x, scalar(n.name, "sqrt2", std::sqrt(2.0))}, fresh(n.name + ".scaled"));
@@ -571,7 +572,7 @@ class Exporter {
         emit("Mul", fresh(n.name + ".half"), {xm, scalar(n.name, "half_factor", 0.5)}, n.name);
         return;
       }
-      case Op::hard_sigmoid: {
+      case UnaryOp::hard_sigmoid: {
         // HardSigmoid's alpha and beta are float32 attributes: in float64 an alpha or beta
         // that float32 does not hold is spelled max(0, min(1, alpha·x + beta)) instead.
         const auto f32 = [](double v) { return double(static_cast<float>(v)) == v; };
@@ -586,29 +587,28 @@ class Exporter {
         attr_f(np, "beta", n.beta);
         return;
       }
-      case Op::clip: {
+      case UnaryOp::clip: {
         const bool lo = std::isfinite(n.min), hi = std::isfinite(n.max);
         std::vector<std::string> in = {x, lo ? scalar(n.name, "min", n.min) : ""};
         if (hi) in.push_back(scalar(n.name, "max", n.max));
         emit(onnx_op_of(n.op), n.name, in, n.name);
         return;
       }
-      default: LNV_INTERNAL_ASSERT(false, "export_unary: not a unary op");
     }
   }
 
   void export_shape_op(const Node& n, int32_t i) {
     const std::string x = value(n.inputs[0]);
     ox::NodeProto* np = nullptr;
-    switch (n.op) {
-      case Op::transpose:
+    switch (family_member<ShapeOp>(n.op)) {
+      case ShapeOp::transpose:
         emit(onnx_op_of(n.op), n.name, {x}, n.name, &np);
         attr_ints(np, "perm", n.perm);
         return;
-      case Op::reshape:
+      case ShapeOp::reshape:
         emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "shape", g_.node_shapes[size_t(i)])}, n.name);
         return;
-      case Op::slice: {
+      case ShapeOp::slice: {
         std::vector<int64_t> steps = n.steps.empty() ? std::vector<int64_t>(n.axes.size(), 1) : n.steps;
         emit(onnx_op_of(n.op), n.name,
              {x, ints(n.name, "starts", n.starts), ints(n.name, "ends", n.ends), ints(n.name, "axes", n.axes),
@@ -616,21 +616,21 @@ class Exporter {
              n.name);
         return;
       }
-      case Op::expand:
+      case ShapeOp::expand:
         emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "shape", n.shape)}, n.name);
         return;
-      case Op::pad:
+      case ShapeOp::pad:
         emit(onnx_op_of(n.op), n.name, {x, ints(n.name, "pads", n.pads), scalar(n.name, "value", n.value)}, n.name);
         return;
-      case Op::concat: {
-        std::vector<std::string> in;
-        for (const auto& v : n.inputs) in.push_back(value(v));
-        emit(onnx_op_of(n.op), n.name, in, n.name, &np);
-        attr_i(np, "axis", n.axis);
-        return;
-      }
-      default: LNV_INTERNAL_ASSERT(false, "export_shape_op: not a shape op");
     }
+  }
+
+  void export_concat(const Node& n) {
+    std::vector<std::string> in;
+    for (const auto& v : n.inputs) in.push_back(value(v));
+    ox::NodeProto* np = nullptr;
+    emit(onnx_op_of(n.op), n.name, in, n.name, &np);
+    attr_i(np, "axis", n.axis);
   }
 
   // Where with the node's constant condition as a BOOL initializer (which the importer

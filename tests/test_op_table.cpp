@@ -84,6 +84,31 @@ TEST(OpTable, EnumNamesAndRowsAgree) {
   EXPECT_FALSE(op_from_name("bogus"));
 }
 
+// family_member (core/ops.h) takes exactly the ops of its family, and refuses the others as
+// a bug; a member enumerator has its Op enumerator's value.
+template <class Member>
+void expect_members(OpFamily family) {
+  for (Op op : all_ops()) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    if (op_family(op) == family) {
+      EXPECT_EQ(static_cast<Op>(family_member<Member>(op)), op);
+    } else {
+      EXPECT_THROW(family_member<Member>(op), InternalError);
+    }
+  }
+}
+
+TEST(OpTable, FamilyMembersAreTheRows) {
+  expect_members<WeightedOp>(OpFamily::weighted_producer);
+  expect_members<BinaryOp>(OpFamily::elementwise_binary);
+  expect_members<UnaryOp>(OpFamily::unary_nonlinearity);
+  expect_members<ReductionOp>(OpFamily::reduction);
+  expect_members<ShapeOp>(OpFamily::shape_op);
+  expect_members<NormOp>(OpFamily::norm);
+}
+static_assert(static_cast<Op>(UnaryOp::atan) == Op::atan);
+static_assert(static_cast<Op>(NormOp::rms_norm) == Op::rms_norm);
+
 // Every attribute set to a non-default value is read and written back unchanged.
 TEST(OpTable, EveryAttributeRoundTrips) {
   for (Op op : all_ops()) {

@@ -611,68 +611,80 @@ struct Engine::Impl {
     if (n.op == Op::opaque) throw not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(g->shape_of(g->node_inputs[i][0]).size());
     auto axes = [&]() { return normalize_axes(n.axes, rank0, where_of(n) + "/axes"); };
-    switch (n.op) {
-      case Op::linear:
-        return linear(i, in(i, 0), read(i, "weight", n.weight),
-                      !grad && absorbed_bias[i].defined() ? absorbed_bias[i] : read(i, "bias", n.bias));
-      case Op::matmul: {
-        const auto [operand, axis] =
-            n.cbwc ? cbwc_matmul_operand(*g, i) : MatmulCentering{};
-        at::Tensor a = in(i, 0), b = in(i, 1);
-        if (operand == 0) a = centered_read(i, "inputs/0", g->node_inputs[i][0].index, axis);
-        if (operand == 1) b = centered_read(i, "inputs/1", g->node_inputs[i][1].index, axis);
-        return at::matmul(a, n.transpose_b ? b.transpose(-2, -1) : b);
-      }
-      case Op::embedding: return at::embedding(read(i, "weight", n.weight), in(i, 0));
-      case Op::conv1d:
-      case Op::conv2d: {
-        const int spatial = n.op == Op::conv1d ? 1 : 2;
-        const at::Tensor w = read(i, "weight", n.weight), b = read(i, "bias", n.bias);
-        const auto stride = per_axis(n.stride, spatial), padding = per_axis(n.padding, spatial),
-                   dilation = per_axis(n.dilation, spatial);
-        return spatial == 1 ? at::conv1d(in(i, 0), w, b, stride, padding, dilation, n.groups)
-                            : at::conv2d(in(i, 0), w, b, stride, padding, dilation, n.groups);
-      }
-      case Op::rnn: return rnn(i, in(i, 0));
-      case Op::lstm:
-      case Op::gru: return gated_recurrent(i, in(i, 0));
-      case Op::attention: return attention(i, in(i, 0));
-      case Op::add:
-        if (!grad && absorbed_by[i] >= 0) return values[absorbed_by[i]];
-        return add(i);
-      case Op::sub: return at::sub(in(i, 0), in(i, 1));
-      case Op::mul: return at::mul(in(i, 0), in(i, 1));
-      case Op::div: return at::div(in(i, 0), in(i, 1));
-      case Op::scale: return in(i, 0) * n.factor;
-      case Op::dropout: return dropout(n, in(i, 0));
-      case Op::relu: return at::relu(in(i, 0));
-      case Op::gelu: return at::gelu(in(i, 0));  // erf form (approximate = "none")
-      case Op::tanh: return at::tanh(in(i, 0));
-      case Op::sigmoid: return at::sigmoid(in(i, 0));
-      case Op::silu: return at::silu(in(i, 0));
-      case Op::exp: return at::exp(in(i, 0));
-      case Op::sqrt:
-        refuse_outside_domain(n, in(i, 0) < 0, "sqrt of a negative value");
-        return at::sqrt(in(i, 0));
-      case Op::reciprocal:
-        refuse_outside_domain(n, in(i, 0) == 0, "reciprocal of 0");
-        return at::reciprocal(in(i, 0));
-      case Op::erf: return at::erf(in(i, 0));
-      case Op::log:
-        refuse_outside_domain(n, in(i, 0) <= 0, "log of a value that is not positive");
-        return at::log(in(i, 0));
-      case Op::sin: return at::sin(in(i, 0));
-      case Op::cos: return at::cos(in(i, 0));
-      case Op::atan: return at::atan(in(i, 0));
-      case Op::hard_sigmoid: return at::clamp(in(i, 0) * n.alpha + n.beta, 0.0, 1.0);
-      case Op::hard_swish: return in(i, 0) * at::clamp(in(i, 0) / 6.0 + 0.5, 0.0, 1.0);
-      case Op::clip: {
-        c10::optional<at::Scalar> lo, hi;
-        if (!std::isinf(n.min)) lo = n.min;
-        if (!std::isinf(n.max)) hi = n.max;
-        return at::clamp(in(i, 0), lo, hi);
-      }
-      case Op::softmax: {
+    switch (op_family(n.op)) {
+      case OpFamily::weighted_producer:
+        switch (family_member<WeightedOp>(n.op)) {
+          case WeightedOp::linear:
+            return linear(i, in(i, 0), read(i, "weight", n.weight),
+                          !grad && absorbed_bias[i].defined() ? absorbed_bias[i] : read(i, "bias", n.bias));
+          case WeightedOp::matmul: {
+            const auto [operand, axis] =
+                n.cbwc ? cbwc_matmul_operand(*g, i) : MatmulCentering{};
+            at::Tensor a = in(i, 0), b = in(i, 1);
+            if (operand == 0) a = centered_read(i, "inputs/0", g->node_inputs[i][0].index, axis);
+            if (operand == 1) b = centered_read(i, "inputs/1", g->node_inputs[i][1].index, axis);
+            return at::matmul(a, n.transpose_b ? b.transpose(-2, -1) : b);
+          }
+          case WeightedOp::embedding: return at::embedding(read(i, "weight", n.weight), in(i, 0));
+          case WeightedOp::conv1d:
+          case WeightedOp::conv2d: {
+            const int spatial = n.op == Op::conv1d ? 1 : 2;
+            const at::Tensor w = read(i, "weight", n.weight), b = read(i, "bias", n.bias);
+            const auto stride = per_axis(n.stride, spatial), padding = per_axis(n.padding, spatial),
+                       dilation = per_axis(n.dilation, spatial);
+            return spatial == 1 ? at::conv1d(in(i, 0), w, b, stride, padding, dilation, n.groups)
+                                : at::conv2d(in(i, 0), w, b, stride, padding, dilation, n.groups);
+          }
+          case WeightedOp::rnn: return rnn(i, in(i, 0));
+          case WeightedOp::lstm:
+          case WeightedOp::gru: return gated_recurrent(i, in(i, 0));
+          case WeightedOp::attention: return attention(i, in(i, 0));
+        }
+        break;
+      case OpFamily::elementwise_binary:
+        switch (family_member<BinaryOp>(n.op)) {
+          case BinaryOp::add:
+            if (!grad && absorbed_by[i] >= 0) return values[absorbed_by[i]];
+            return add(i);
+          case BinaryOp::sub: return at::sub(in(i, 0), in(i, 1));
+          case BinaryOp::mul: return at::mul(in(i, 0), in(i, 1));
+          case BinaryOp::div: return at::div(in(i, 0), in(i, 1));
+        }
+        break;
+      case OpFamily::scale: return in(i, 0) * n.factor;
+      case OpFamily::dropout: return dropout(n, in(i, 0));
+      case OpFamily::unary_nonlinearity:
+        switch (family_member<UnaryOp>(n.op)) {
+          case UnaryOp::relu: return at::relu(in(i, 0));
+          case UnaryOp::gelu: return at::gelu(in(i, 0));  // erf form (approximate = "none")
+          case UnaryOp::tanh: return at::tanh(in(i, 0));
+          case UnaryOp::sigmoid: return at::sigmoid(in(i, 0));
+          case UnaryOp::silu: return at::silu(in(i, 0));
+          case UnaryOp::exp: return at::exp(in(i, 0));
+          case UnaryOp::sqrt:
+            refuse_outside_domain(n, in(i, 0) < 0, "sqrt of a negative value");
+            return at::sqrt(in(i, 0));
+          case UnaryOp::reciprocal:
+            refuse_outside_domain(n, in(i, 0) == 0, "reciprocal of 0");
+            return at::reciprocal(in(i, 0));
+          case UnaryOp::erf: return at::erf(in(i, 0));
+          case UnaryOp::log:
+            refuse_outside_domain(n, in(i, 0) <= 0, "log of a value that is not positive");
+            return at::log(in(i, 0));
+          case UnaryOp::sin: return at::sin(in(i, 0));
+          case UnaryOp::cos: return at::cos(in(i, 0));
+          case UnaryOp::atan: return at::atan(in(i, 0));
+          case UnaryOp::hard_sigmoid: return at::clamp(in(i, 0) * n.alpha + n.beta, 0.0, 1.0);
+          case UnaryOp::hard_swish: return in(i, 0) * at::clamp(in(i, 0) / 6.0 + 0.5, 0.0, 1.0);
+          case UnaryOp::clip: {
+            c10::optional<at::Scalar> lo, hi;
+            if (!std::isinf(n.min)) lo = n.min;
+            if (!std::isinf(n.max)) hi = n.max;
+            return at::clamp(in(i, 0), lo, hi);
+          }
+        }
+        break;
+      case OpFamily::softmax: {
         const int64_t axis = normalize_axis(n.axis, rank0, where_of(n) + "/axis");
         if (!is_masked_softmax(n)) return at::softmax(in(i, 0), axis);
         const at::Tensor drop =
@@ -682,37 +694,45 @@ struct Engine::Impl {
                 .eq(0);
         return at::softmax(in(i, 0).masked_fill(drop, -std::numeric_limits<double>::infinity()), axis);
       }
-      case Op::mean: return at::mean(in(i, 0), axes(), n.keepdims);
-      case Op::max: return at::amax(in(i, 0), axes(), n.keepdims);
-      case Op::transpose: {
-        std::vector<int64_t> perm;
-        for (int64_t p : n.perm) perm.push_back(normalize_axis(p, rank0, where_of(n) + "/perm"));
-        return in(i, 0).permute(perm);
-      }
-      case Op::reshape: return in(i, 0).reshape(g->node_shapes[i]);
-      case Op::slice: {
-        const std::vector<SliceAxis> l =
-            slice_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
-        at::Tensor y = in(i, 0);
-        for (size_t a = 0; a < l.size(); ++a) {
-          if (l[a].whole(y.size(int64_t(a)))) continue;
-          const at::Tensor idx =
-              at::arange(l[a].count, at::TensorOptions().dtype(at::kLong)) * l[a].step + l[a].start;
-          y = y.index_select(int64_t(a), idx);
+      case OpFamily::reduction:
+        switch (family_member<ReductionOp>(n.op)) {
+          case ReductionOp::mean: return at::mean(in(i, 0), axes(), n.keepdims);
+          case ReductionOp::max: return at::amax(in(i, 0), axes(), n.keepdims);
         }
-        return y;
-      }
-      case Op::expand: return in(i, 0).expand(g->node_shapes[i]).contiguous();
-      case Op::pad: {
-        const std::vector<PadAxis> l = pad_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
-        std::vector<int64_t> pads;  // at::constant_pad_nd: last axis first, (before, after)
-        for (size_t a = l.size(); a-- > 0;) {
-          pads.push_back(l[a].before);
-          pads.push_back(l[a].after);
+        break;
+      case OpFamily::shape_op:
+        switch (family_member<ShapeOp>(n.op)) {
+          case ShapeOp::transpose: {
+            std::vector<int64_t> perm;
+            for (int64_t p : n.perm) perm.push_back(normalize_axis(p, rank0, where_of(n) + "/perm"));
+            return in(i, 0).permute(perm);
+          }
+          case ShapeOp::reshape: return in(i, 0).reshape(g->node_shapes[i]);
+          case ShapeOp::slice: {
+            const std::vector<SliceAxis> l =
+                slice_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
+            at::Tensor y = in(i, 0);
+            for (size_t a = 0; a < l.size(); ++a) {
+              if (l[a].whole(y.size(int64_t(a)))) continue;
+              const at::Tensor idx =
+                  at::arange(l[a].count, at::TensorOptions().dtype(at::kLong)) * l[a].step + l[a].start;
+              y = y.index_select(int64_t(a), idx);
+            }
+            return y;
+          }
+          case ShapeOp::expand: return in(i, 0).expand(g->node_shapes[i]).contiguous();
+          case ShapeOp::pad: {
+            const std::vector<PadAxis> l = pad_layout(n, g->shape_of(g->node_inputs[i][0]), where_of(n));
+            std::vector<int64_t> pads;  // at::constant_pad_nd: last axis first, (before, after)
+            for (size_t a = l.size(); a-- > 0;) {
+              pads.push_back(l[a].before);
+              pads.push_back(l[a].after);
+            }
+            return at::constant_pad_nd(in(i, 0), pads, n.value);
+          }
         }
-        return at::constant_pad_nd(in(i, 0), pads, n.value);
-      }
-      case Op::where: {
+        break;
+      case OpFamily::select: {
         const at::Tensor c =
             at::tensor(at::ArrayRef<int64_t>(n.condition), at::TensorOptions().dtype(at::kLong))
                 .reshape(n.condition_shape)
@@ -720,19 +740,17 @@ struct Engine::Impl {
                 .ne(0);
         return at::where(c, in(i, 0), in(i, 1));
       }
-      case Op::concat: {
+      case OpFamily::concat: {
         std::vector<at::Tensor> parts;
         for (size_t k = 0; k < n.inputs.size(); ++k) parts.push_back(in(i, k));
         return at::cat(parts, normalize_axis(n.axis, rank0, where_of(n) + "/axis"));
       }
-      case Op::center: return centered(in(i, 0), axes());
-      case Op::layer_norm:
-      case Op::rms_norm:
+      case OpFamily::center: return centered(in(i, 0), axes());
+      case OpFamily::norm:
         if (fused_norm_out[i].defined()) return std::move(fused_norm_out[i]);
         return norm(i, in(i, 0), n.op, axes(), read(i, "weight", n.weight),
                     read(i, "bias", n.bias), n.eps);
-      case Op::opaque: throw not_evaluable(n);
-      case Op::kCount: break;
+      case OpFamily::opaque: throw not_evaluable(n);
     }
     throw InternalError("torch engine: bad op");
   }

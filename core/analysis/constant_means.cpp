@@ -40,56 +40,29 @@ bool Analyzer::constant_mean_over(int32_t v, Mask axes, const Trust& trust) cons
     const Mask own = analysis::mask_of(normalize_axes(n.axes, R, n.name)) & ~analysis::size1_mask(s);
     return subset(own, axes);
   };
-  switch (n.op) {
-    case Op::softmax:
+  switch (op_family(n.op)) {
+    case OpFamily::softmax:
       return (axes & bit(normalize_axis(n.axis, R, n.name))) != 0;
-    case Op::center:
+    case OpFamily::center:
       return own_inside();
-    case Op::layer_norm:
-      return n.weight.empty() && own_inside() && trusts(trust, v);
-    case Op::linear:
-    case Op::matmul:
-    case Op::embedding:
-    case Op::conv1d:
-    case Op::conv2d:
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::attention:
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::scale:
-    case Op::dropout:
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-    case Op::mean:
-    case Op::max:
-    case Op::transpose:
-    case Op::reshape:
-    case Op::slice:
-    case Op::expand:
-    case Op::pad:
-    case Op::where:
-    case Op::concat:
-    case Op::rms_norm:
-    case Op::opaque:
-    case Op::kCount:
+    case OpFamily::norm:
+      switch (family_member<NormOp>(n.op)) {
+        case NormOp::layer_norm:
+          return n.weight.empty() && own_inside() && trusts(trust, v);
+        case NormOp::rms_norm:
+          return false;
+      }
+      return false;
+    case OpFamily::weighted_producer:
+    case OpFamily::elementwise_binary:
+    case OpFamily::scale:
+    case OpFamily::dropout:
+    case OpFamily::unary_nonlinearity:
+    case OpFamily::reduction:
+    case OpFamily::shape_op:
+    case OpFamily::select:
+    case OpFamily::concat:
+    case OpFamily::opaque:
       return false;
   }
   return false;

@@ -79,79 +79,79 @@ WhereSelect where_select(const Graph& g, int32_t n) {
 }
 
 EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
-  switch (g_.nodes[c].op) {
-    case Op::linear:
-      return linear_edge(c, k, u);
-    case Op::conv1d:
-    case Op::conv2d:
-      return conv_edge(c, k, u);
-    case Op::matmul:
-      return matmul_edge(c, k, u);
-    case Op::embedding:
-      return breaks(BreakKind::index);
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::attention:
-      return breaks(BreakKind::gate);
-    case Op::add:
-    case Op::sub:
-      return sum_edge(c, k, u);
-    case Op::mul:
-    case Op::div:
-      return product_edge(c, k, u);
-    case Op::scale:
-      return scale_edge(c, k, u);
-    case Op::dropout:
-      return dropout_edge(c, k, u);
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-      return breaks(BreakKind::nonlinear);
-    case Op::softmax:
-      return softmax_edge(c, k, u);
-    case Op::mean:
-    case Op::max:
-      return reduction_edge(c, k, u);
-    case Op::transpose:
-      return transpose_edge(c, k, u);
-    case Op::reshape:
-      return reshape_edge(c, k, u);
-    // A slice takes a subset of positions: δ stays constant along every axis it was
-    // (a constant line cut along it is still constant), and along no other.
-    case Op::slice:
-      return passes(u, out_shape(c), false);
-    case Op::expand:
-      return expand_edge(c, k, u);
-    case Op::pad:
-      return pad_edge(c, k, u);
-    case Op::where:
-      return where_edge(c, k, u);
-    case Op::concat:
-      return concat_edge(c, k, u);
-    case Op::center:
-    case Op::layer_norm:
-      return norm_edge(c, k, u);
-    case Op::rms_norm:
-      return breaks(BreakKind::rms_norm);
-    // An op lnverify does not model absorbs nothing and may do anything with δ.
-    case Op::opaque:
-      return breaks(BreakKind::opaque);
-    case Op::kCount:
+  const Op op = g_.nodes[c].op;
+  switch (op_family(op)) {
+    case OpFamily::weighted_producer:
+      switch (family_member<WeightedOp>(op)) {
+        case WeightedOp::linear:
+          return linear_edge(c, k, u);
+        case WeightedOp::conv1d:
+        case WeightedOp::conv2d:
+          return conv_edge(c, k, u);
+        case WeightedOp::matmul:
+          return matmul_edge(c, k, u);
+        case WeightedOp::embedding:
+          return breaks(BreakKind::index);
+        case WeightedOp::rnn:
+        case WeightedOp::lstm:
+        case WeightedOp::gru:
+        case WeightedOp::attention:
+          return breaks(BreakKind::gate);
+      }
       break;
+    case OpFamily::elementwise_binary:
+      switch (family_member<BinaryOp>(op)) {
+        case BinaryOp::add:
+        case BinaryOp::sub:
+          return sum_edge(c, k, u);
+        case BinaryOp::mul:
+        case BinaryOp::div:
+          return product_edge(c, k, u);
+      }
+      break;
+    case OpFamily::scale:
+      return scale_edge(c, k, u);
+    case OpFamily::dropout:
+      return dropout_edge(c, k, u);
+    case OpFamily::unary_nonlinearity:
+      return breaks(BreakKind::nonlinear);
+    case OpFamily::softmax:
+      return softmax_edge(c, k, u);
+    case OpFamily::reduction:
+      return reduction_edge(c, k, u);
+    case OpFamily::shape_op:
+      switch (family_member<ShapeOp>(op)) {
+        case ShapeOp::transpose:
+          return transpose_edge(c, k, u);
+        case ShapeOp::reshape:
+          return reshape_edge(c, k, u);
+        // A slice takes a subset of positions: δ stays constant along every axis it was
+        // (a constant line cut along it is still constant), and along no other.
+        case ShapeOp::slice:
+          return passes(u, out_shape(c), false);
+        case ShapeOp::expand:
+          return expand_edge(c, k, u);
+        case ShapeOp::pad:
+          return pad_edge(c, k, u);
+      }
+      break;
+    case OpFamily::select:
+      return where_edge(c, k, u);
+    case OpFamily::concat:
+      return concat_edge(c, k, u);
+    case OpFamily::center:
+      return norm_edge(c, k, u);
+    case OpFamily::norm:
+      switch (family_member<NormOp>(op)) {
+        case NormOp::layer_norm:
+          return norm_edge(c, k, u);
+        case NormOp::rms_norm:
+          return breaks(BreakKind::rms_norm);
+      }
+      break;
+    // An op lnverify does not model absorbs nothing and may do anything with δ.
+    case OpFamily::opaque:
+      return breaks(BreakKind::opaque);
   }
   throw InternalError("edge: unknown op");
 }

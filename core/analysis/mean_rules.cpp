@@ -26,77 +26,83 @@ Rule parts_rule(std::vector<Part> parts) {
 
 Rule Analyzer::mean_rule(int32_t n, Mask a) {
   if (zero_[n]) return zero_rule();
-  switch (g_.nodes[n].op) {
-    case Op::linear:
-    case Op::embedding:
-    case Op::attention:
-    case Op::conv1d:
-    case Op::conv2d:
-      return producer_mean(n, a, bit(producer_feature_axis(g_, n)));
-    case Op::matmul:
-      return matmul_mean(n, a);
-    case Op::add:
-    case Op::sub:
-      return sum_mean(n, a);
-    case Op::mul:
-    case Op::div:
-      return product_mean(n, a);
-    case Op::scale:
-      return scale_mean(n, a);
-    case Op::dropout:
-      return dropout_mean(n, a);
-    // Unary nonlinearities, softmax and the rnn are not linear in their input: their
-    // output is an atom no centering removes.
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::softmax:
-      return opaque_mean(n, a, IssueKind::nonlinear_output);
-    case Op::mean:
-      return reduction_mean(n, a);
-    case Op::max:
-      return max_mean(n, a);
-    case Op::transpose:
-      return transpose_mean(n, a);
-    case Op::reshape:
-      return reshape_mean(n, a);
-    case Op::slice:
-      return slice_mean(n, a);
-    case Op::expand:
-      return expand_mean(n, a);
-    case Op::pad:
-      return pad_mean(n, a);
-    case Op::where:
-      return where_mean(n, a);
-    case Op::concat:
-      return concat_mean(n, a);
-    case Op::center:
-      return center_mean(n, a);
-    case Op::layer_norm:
-      return layer_norm_mean(n, a);
-    case Op::rms_norm:
-      return rms_norm_mean(n, a);
-    // An op lnverify does not model: its output is an atom, whatever its inputs.
-    case Op::opaque:
-      return opaque_mean(n, a, IssueKind::opaque_op);
-    case Op::kCount:
+  const Op op = g_.nodes[n].op;
+  switch (op_family(op)) {
+    case OpFamily::weighted_producer:
+      switch (family_member<WeightedOp>(op)) {
+        case WeightedOp::linear:
+        case WeightedOp::embedding:
+        case WeightedOp::attention:
+        case WeightedOp::conv1d:
+        case WeightedOp::conv2d:
+          return producer_mean(n, a, bit(producer_feature_axis(g_, n)));
+        case WeightedOp::matmul:
+          return matmul_mean(n, a);
+        // A recurrent layer is not linear in its input (the activations of its steps).
+        case WeightedOp::rnn:
+        case WeightedOp::lstm:
+        case WeightedOp::gru:
+          return opaque_mean(n, a, IssueKind::nonlinear_output);
+      }
       break;
+    case OpFamily::elementwise_binary:
+      switch (family_member<BinaryOp>(op)) {
+        case BinaryOp::add:
+        case BinaryOp::sub:
+          return sum_mean(n, a);
+        case BinaryOp::mul:
+        case BinaryOp::div:
+          return product_mean(n, a);
+      }
+      break;
+    case OpFamily::scale:
+      return scale_mean(n, a);
+    case OpFamily::dropout:
+      return dropout_mean(n, a);
+    // Unary nonlinearities and softmax are not linear in their input: their output is an
+    // atom no centering removes.
+    case OpFamily::unary_nonlinearity:
+    case OpFamily::softmax:
+      return opaque_mean(n, a, IssueKind::nonlinear_output);
+    case OpFamily::reduction:
+      switch (family_member<ReductionOp>(op)) {
+        case ReductionOp::mean:
+          return reduction_mean(n, a);
+        case ReductionOp::max:
+          return max_mean(n, a);
+      }
+      break;
+    case OpFamily::shape_op:
+      switch (family_member<ShapeOp>(op)) {
+        case ShapeOp::transpose:
+          return transpose_mean(n, a);
+        case ShapeOp::reshape:
+          return reshape_mean(n, a);
+        case ShapeOp::slice:
+          return slice_mean(n, a);
+        case ShapeOp::expand:
+          return expand_mean(n, a);
+        case ShapeOp::pad:
+          return pad_mean(n, a);
+      }
+      break;
+    case OpFamily::select:
+      return where_mean(n, a);
+    case OpFamily::concat:
+      return concat_mean(n, a);
+    case OpFamily::center:
+      return center_mean(n, a);
+    case OpFamily::norm:
+      switch (family_member<NormOp>(op)) {
+        case NormOp::layer_norm:
+          return layer_norm_mean(n, a);
+        case NormOp::rms_norm:
+          return rms_norm_mean(n, a);
+      }
+      break;
+    // An op lnverify does not model: its output is an atom, whatever its inputs.
+    case OpFamily::opaque:
+      return opaque_mean(n, a, IssueKind::opaque_op);
   }
   throw InternalError("mean_rule: unknown op");
 }

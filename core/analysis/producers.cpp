@@ -135,58 +135,22 @@ namespace {
 
 int64_t plain_feature_axis(const Graph& g, int32_t n) {
   const int64_t R = int64_t(g.node_shapes[n].size());
-  switch (g.nodes[n].op) {
-    case Op::linear:
-    case Op::embedding:
-    case Op::attention:
+  if (!is_weighted(g.nodes[n].op)) return -1;  // only a weighted producer has features
+  switch (family_member<WeightedOp>(g.nodes[n].op)) {
+    case WeightedOp::linear:
+    case WeightedOp::embedding:
+    case WeightedOp::attention:
       return R - 1;
-    case Op::conv1d:
-    case Op::conv2d:
+    case WeightedOp::conv1d:
+    case WeightedOp::conv2d:
       return 1;
-    case Op::matmul:
+    case WeightedOp::matmul:
       if (is_param(g, n, 1)) return R - 1;
       if (is_param(g, n, 0)) return R - 2;
       return -1;
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::mul:
-    case Op::add:
-    case Op::sub:
-    case Op::div:
-    case Op::scale:
-    case Op::dropout:
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-    case Op::softmax:
-    case Op::mean:
-    case Op::max:
-    case Op::transpose:
-    case Op::reshape:
-    case Op::slice:
-    case Op::expand:
-    case Op::pad:
-    case Op::where:
-    case Op::concat:
-    case Op::center:
-    case Op::layer_norm:
-    case Op::rms_norm:
-    case Op::opaque:
-    case Op::kCount:
+    case WeightedOp::rnn:
+    case WeightedOp::lstm:
+    case WeightedOp::gru:
       return -1;
   }
   return -1;

@@ -107,51 +107,39 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
         if (const int32_t cn = center_partner(v, a.index); cn >= 0)
           return ((uniform[a.index] | norm_axes(cn) | from_sums) & all) | size1_mask(out);
   Mask m = 0;
-  switch (n.op) {
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-    case Op::scale:
+  switch (op_family(n.op)) {
+    case OpFamily::unary_nonlinearity:
+    case OpFamily::scale:
       m = x.mapped(in[0]);
       break;
-    case Op::dropout:
+    case OpFamily::dropout:
       m = mode_ == Mode::training && n.p > 0.0 ? 0 : x.mapped(in[0]);
       break;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
+    case OpFamily::elementwise_binary:
       m = x.mapped(in[0]) & x.mapped(in[1]);
       break;
-    case Op::linear:
-      m = x.mapped(in[0]) & ~bit(int64_t(R) - 1);
+    case OpFamily::weighted_producer:
+      switch (family_member<WeightedOp>(n.op)) {
+        case WeightedOp::linear:
+          m = x.mapped(in[0]) & ~bit(int64_t(R) - 1);
+          break;
+        case WeightedOp::conv1d:
+        case WeightedOp::conv2d:
+          m = x.own(in[0]) & conv_constant_axes(n, R);  // same rank; not along the channels
+          break;
+        case WeightedOp::matmul:
+          m = matmul_uniform(g_, v, x);
+          break;
+        case WeightedOp::embedding:
+        case WeightedOp::rnn:
+        case WeightedOp::lstm:
+        case WeightedOp::gru:
+        case WeightedOp::attention:
+          m = 0;
+          break;
+      }
       break;
-    case Op::conv1d:
-    case Op::conv2d:
-      m = x.own(in[0]) & conv_constant_axes(n, R);  // same rank; not along the channels
-      break;
-    case Op::matmul:
-      m = matmul_uniform(g_, v, x);
-      break;
-    case Op::embedding:
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::attention:
-    case Op::opaque:  // unknown: uniform only along its size-1 axes
+    case OpFamily::opaque:  // unknown: uniform only along its size-1 axes
       m = 0;
       break;
     // Row-wise over axes A: uniform along the axes outside A where the input is; along A
@@ -159,46 +147,47 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
     // along A normalizes to 0 under LayerNorm, to c / sqrt(c^2 + eps) under RMSNorm - so
     // also when one is swapped for the other - centers to 0, softmaxes to 1/|A|; an affine
     // weight or bias varies along A).
-    case Op::layer_norm:
-    case Op::rms_norm:
+    case OpFamily::norm:
       m = x.mapped(in[0]) & (n.weight.empty() && n.bias.empty() ? all : ~norm_axes(v));
       break;
-    case Op::center:
+    case OpFamily::center:
       m = x.mapped(in[0]);
       break;
-    case Op::softmax:  // a mask keeps different positions where it varies
+    case OpFamily::softmax:  // a mask keeps different positions where it varies
       m = x.mapped(in[0]) & (is_masked_softmax(n) ? ~where_select(g_, v).varies : all);
       break;
-    case Op::transpose:
-      m = transpose_uniform(g_, v, x);
+    case OpFamily::shape_op:
+      switch (family_member<ShapeOp>(n.op)) {
+        case ShapeOp::transpose:
+          m = transpose_uniform(g_, v, x);
+          break;
+        case ShapeOp::reshape:
+          m = reshape_uniform(g_, v, x);
+          break;
+        case ShapeOp::slice:  // a subset of a uniform line is uniform
+          m = x.own(in[0]);
+          break;
+        case ShapeOp::expand:  // copies along the broadcast axes
+          m = x.mapped(in[0]);
+          break;
+        case ShapeOp::pad:  // the pad value differs from generic values along the padded axes
+          m = x.own(in[0]) & ~pad_axes(g_, v);
+          break;
+      }
       break;
-    case Op::reshape:
-      m = reshape_uniform(g_, v, x);
-      break;
-    case Op::slice:  // a subset of a uniform line is uniform
-      m = x.own(in[0]);
-      break;
-    case Op::expand:  // copies along the broadcast axes
-      m = x.mapped(in[0]);
-      break;
-    case Op::pad:  // the pad value differs from generic values along the padded axes
-      m = x.own(in[0]) & ~pad_axes(g_, v);
-      break;
-    case Op::where: {  // where it picks from a uniform operand, along axes c is constant along
+    // Where it picks from a uniform operand, along the axes c is constant along.
+    case OpFamily::select: {
       const WhereSelect& w = select_of(v);
       m = (w.picks[0] ? x.mapped(in[0]) : all) & (w.picks[1] ? x.mapped(in[1]) : all);
       if (!(alias(in[0]) == alias(in[1]))) m &= ~w.varies;  // where(c, v, v) is v
       break;
     }
-    case Op::mean:
-    case Op::max:
+    case OpFamily::reduction:
       m = reduction_uniform(g_, v, x);
       break;
-    case Op::concat:
+    case OpFamily::concat:
       m = concat_uniform(g_, v, x);
       break;
-    case Op::kCount:
-      throw InternalError("uniform_axes: unknown op");
   }
   return ((m | from_sums) & all) | size1_mask(out);
 }

@@ -35,63 +35,104 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
     return m != 0 && subset(m, b);
   };
   const auto& in = g_.node_inputs[v];
-  switch (n.op) {
-    case Op::layer_norm:
-      return n.weight.empty() && n.bias.empty() && inside(n.axes) && trusts(trust, v);
-    case Op::center:
+  switch (op_family(n.op)) {
+    case OpFamily::norm:
+      switch (family_member<NormOp>(n.op)) {
+        case NormOp::layer_norm:
+          return n.weight.empty() && n.bias.empty() && inside(n.axes) && trusts(trust, v);
+        case NormOp::rms_norm:
+          return false;
+      }
+      return false;
+    case OpFamily::center:
       return inside(n.axes);
-    // A producer already centered (cbwc) over its features; mean_B(x Wᵀ) = mean_B(x) Wᵀ
-    // without a bias when B avoids the feature axis.
-    case Op::linear: {
-      if (n.cbwc) return inside({-1});
-      const int64_t R = int64_t(s.size());
-      return n.bias.empty() && !(b & ~size1_mask(s) & bit(R - 1)) &&
-             int64_t(g_.shape_of(in[0]).size()) == R &&
-             zero_mean_within(in[0], axes, trust, budget);
-    }
-    case Op::embedding:
-    case Op::attention:
-      return n.cbwc && inside({-1});
-    case Op::matmul:
-      return zero_mean_through_matmul(v, axes, trust, budget);
+    case OpFamily::weighted_producer:
+      switch (family_member<WeightedOp>(n.op)) {
+        // A producer already centered (cbwc) over its features; mean_B(x Wᵀ) = mean_B(x) Wᵀ
+        // without a bias when B avoids the feature axis.
+        case WeightedOp::linear: {
+          if (n.cbwc) return inside({-1});
+          const int64_t R = int64_t(s.size());
+          return n.bias.empty() && !(b & ~size1_mask(s) & bit(R - 1)) &&
+                 int64_t(g_.shape_of(in[0]).size()) == R &&
+                 zero_mean_within(in[0], axes, trust, budget);
+        }
+        case WeightedOp::embedding:
+        case WeightedOp::attention:
+          return n.cbwc && inside({-1});
+        case WeightedOp::matmul:
+          return zero_mean_through_matmul(v, axes, trust, budget);
+        case WeightedOp::conv1d:
+        case WeightedOp::conv2d:
+        case WeightedOp::rnn:
+        case WeightedOp::lstm:
+        case WeightedOp::gru:
+          return false;
+      }
+      return false;
     // The mean over B is linear: an identity (inference dropout), a scale, or a sum or
     // difference of same-shape operands that are each zero-mean over B keeps it zero.
-    case Op::scale:
+    case OpFamily::scale:
       return zero_mean_within(in[0], axes, trust, budget);
-    case Op::dropout:
+    case OpFamily::dropout:
       return (mode_ == Mode::inference || n.p == 0.0) &&
              zero_mean_within(in[0], axes, trust, budget);
-    case Op::sub:
-      // sub(y, mean(y, B, keepdims)) is zero-mean over B.
-      if (const int32_t m = own_mean_subtracted(v); m >= 0) return inside(g_.nodes[m].axes);
-      [[fallthrough]];
-    case Op::add:
-      for (const ValueRef& r : in)
-        if (g_.shape_of(r) != s || !zero_mean_within(r, axes, trust, budget)) return false;
-      return true;
-    case Op::mean:
-      return zero_mean_through_mean(v, b, trust, budget);
-    case Op::reshape:
-      return zero_mean_through_reshape(v, b, trust, budget);
-    case Op::slice:
-      // A slice keeps a zero mean over axes it does not cut, and loses it over the others.
-      return (b & slice_cut(g_, v)) == 0 && zero_mean_within(in[0], axes, trust, budget);
-    // mean_B(expand(x)) is the broadcast of x's mean over the axes of B x is not broadcast
-    // along (over none of them: x itself, not zero by construction).
-    case Op::expand: {
-      const Mask b_in = out_to_operand(b & ~size1_mask(s), g_.shape_of(in[0]).size(), s.size()) &
-                        ~size1_mask(g_.shape_of(in[0]));
-      return b_in != 0 && zero_mean_within(in[0], axes_of(b_in), trust, budget);
-    }
-    // Zeros padded around x: the mean over B is (a share of) x's at x's positions, 0 in the
-    // padding. A nonzero pad value is a constant there.
-    case Op::pad:
-      return (n.value == 0.0 || pad_axes(g_, v) == 0) && zero_mean_within(in[0], axes, trust, budget);
+    case OpFamily::elementwise_binary:
+      switch (family_member<BinaryOp>(n.op)) {
+        case BinaryOp::sub:
+          // sub(y, mean(y, B, keepdims)) is zero-mean over B.
+          if (const int32_t m = own_mean_subtracted(v); m >= 0) return inside(g_.nodes[m].axes);
+          [[fallthrough]];
+        case BinaryOp::add:
+          for (const ValueRef& r : in)
+            if (g_.shape_of(r) != s || !zero_mean_within(r, axes, trust, budget)) return false;
+          return true;
+        case BinaryOp::mul:
+        case BinaryOp::div:
+          return false;
+      }
+      return false;
+    case OpFamily::reduction:
+      switch (family_member<ReductionOp>(n.op)) {
+        case ReductionOp::mean:
+          return zero_mean_through_mean(v, b, trust, budget);
+        case ReductionOp::max:
+          return false;
+      }
+      return false;
+    case OpFamily::shape_op:
+      switch (family_member<ShapeOp>(n.op)) {
+        case ShapeOp::reshape:
+          return zero_mean_through_reshape(v, b, trust, budget);
+        case ShapeOp::slice:
+          // A slice keeps a zero mean over axes it does not cut, and loses it over the others.
+          return (b & slice_cut(g_, v)) == 0 && zero_mean_within(in[0], axes, trust, budget);
+        // mean_B(expand(x)) is the broadcast of x's mean over the axes of B x is not broadcast
+        // along (over none of them: x itself, not zero by construction).
+        case ShapeOp::expand: {
+          const Mask b_in = out_to_operand(b & ~size1_mask(s), g_.shape_of(in[0]).size(), s.size()) &
+                            ~size1_mask(g_.shape_of(in[0]));
+          return b_in != 0 && zero_mean_within(in[0], axes_of(b_in), trust, budget);
+        }
+        // Zeros padded around x: the mean over B is (a share of) x's at x's positions, 0 in the
+        // padding. A nonzero pad value is a constant there.
+        case ShapeOp::pad:
+          return (n.value == 0.0 || pad_axes(g_, v) == 0) && zero_mean_within(in[0], axes, trust, budget);
+        case ShapeOp::transpose: {
+          // A transpose permutes B.
+          const int64_t R = int64_t(s.size());
+          Axes permuted;
+          for (int64_t i = 0; i < R; ++i)
+            if (b & bit(i)) permuted.push_back(normalize_axis(n.perm[size_t(i)], R, n.name));
+          return zero_mean_within(in[0], permuted, trust, budget);
+        }
+      }
+      return false;
     // Along axes c is constant along, each row of the output is a row of one operand: zero
     // when each operand it picks is zero-mean over B. Where c varies along B as well,
     // mean_B(y) = mean_{B∩V}(c·mean_{B∖V}(x) + (1-c)·mean_{B∖V}(z)): zero when each picked
     // operand is zero-mean over B∖V (B∖V not empty).
-    case Op::where: {
+    case OpFamily::select: {
       const WhereSelect& w = select_of(v);
       const Mask inner = b & (alias(in[0]) == alias(in[1]) ? ~Mask(0) : ~w.varies) & ~size1_mask(s);
       if ((b & w.varies) != 0 && inner == 0) return false;
@@ -103,43 +144,10 @@ bool Analyzer::zero_mean_within(const ValueRef& x, const Axes& axes, const Trust
       }
       return true;
     }
-    case Op::transpose: {
-      // A transpose permutes B.
-      const int64_t R = int64_t(s.size());
-      Axes permuted;
-      for (int64_t i = 0; i < R; ++i)
-        if (b & bit(i)) permuted.push_back(normalize_axis(n.perm[size_t(i)], R, n.name));
-      return zero_mean_within(in[0], permuted, trust, budget);
-    }
-    case Op::conv1d:
-    case Op::conv2d:
-    case Op::rnn:
-    case Op::lstm:
-    case Op::gru:
-    case Op::mul:
-    case Op::div:
-    case Op::relu:
-    case Op::gelu:
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::silu:
-    case Op::exp:
-    case Op::sqrt:
-    case Op::reciprocal:
-    case Op::erf:
-    case Op::log:
-    case Op::sin:
-    case Op::cos:
-    case Op::atan:
-    case Op::hard_sigmoid:
-    case Op::hard_swish:
-    case Op::clip:
-    case Op::softmax:
-    case Op::max:
-    case Op::concat:
-    case Op::rms_norm:
-    case Op::opaque:
-    case Op::kCount:
+    case OpFamily::unary_nonlinearity:
+    case OpFamily::softmax:
+    case OpFamily::concat:
+    case OpFamily::opaque:
       return false;
   }
   return false;

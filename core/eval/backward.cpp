@@ -116,88 +116,89 @@ class Backward {
     const Node& n = g_.nodes[i];
     if (n.op == Op::opaque) throw detail::not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(in(i, 0).shape.size());
-    switch (n.op) {
-      case Op::linear: {
-        const auto w = param(n, "weight", n.weight);
-        ParamGrad<T> gw = pgrad(n, "weight", n.weight), gb = pgrad(n, "bias", n.bias);
-        detail::linear_bwd(in(i, 0), *w, dy, din(i, 0), gw.buf, gb.ptr());
-        commit(gw);
-        commit(gb);
-        return;
-      }
-      case Op::matmul: return matmul(i, dy);
-      case Op::embedding: {
-        const Tensor<T>& ids = in(i, 0);
-        ParamGrad<T> gw = pgrad(n, "weight", n.weight);
-        const int64_t dim = gw.buf.shape[1];
-        for (int64_t k = 0; k < ids.size(); ++k) {
-          const int64_t id = detail::to_index(ids.data[k]);
-          for (int64_t e = 0; e < dim; ++e) gw.buf.data[id * dim + e] += dy.data[k * dim + e];
+    switch (op_family(n.op)) {
+      case OpFamily::weighted_producer:
+        switch (family_member<WeightedOp>(n.op)) {
+          case WeightedOp::linear: {
+            const auto w = param(n, "weight", n.weight);
+            ParamGrad<T> gw = pgrad(n, "weight", n.weight), gb = pgrad(n, "bias", n.bias);
+            detail::linear_bwd(in(i, 0), *w, dy, din(i, 0), gw.buf, gb.ptr());
+            commit(gw);
+            commit(gb);
+            return;
+          }
+          case WeightedOp::matmul: return matmul(i, dy);
+          case WeightedOp::embedding: {
+            const Tensor<T>& ids = in(i, 0);
+            ParamGrad<T> gw = pgrad(n, "weight", n.weight);
+            const int64_t dim = gw.buf.shape[1];
+            for (int64_t k = 0; k < ids.size(); ++k) {
+              const int64_t id = detail::to_index(ids.data[k]);
+              for (int64_t e = 0; e < dim; ++e) gw.buf.data[id * dim + e] += dy.data[k * dim + e];
+            }
+            commit(gw);
+            return;
+          }
+          case WeightedOp::conv1d:
+          case WeightedOp::conv2d: {
+            const auto w = param(n, "weight", n.weight);
+            ParamGrad<T> gw = pgrad(n, "weight", n.weight), gb = pgrad(n, "bias", n.bias);
+            const detail::ConvGeom geom = detail::conv_geom(n, in(i, 0).shape, (*w).shape, dy.shape);
+            detail::conv_bwd(geom, in(i, 0), *w, dy, din(i, 0), gw.buf, gb.ptr());
+            commit(gw);
+            commit(gb);
+            return;
+          }
+          case WeightedOp::rnn: {
+            const detail::RnnReads<T> r(g_, ev_.params, n);
+            const std::string none;
+            ParamGrad<T> gih = pgrad(n, "weight_ih", n.weight_ih);
+            ParamGrad<T> ghh = pgrad(n, "weight_hh", n.weight_hh);
+            ParamGrad<T> gb = pgrad(n, "bias", n.bias);
+            ParamGrad<T> gnw = pgrad(n, "norm/weight", n.norm ? n.norm->weight : none);
+            ParamGrad<T> gnb = pgrad(n, "norm/bias", n.norm ? n.norm->bias : none);
+            detail::rnn_bwd(in(i, 0), r.params, ev_.nodes[i], dy, din(i, 0),
+                            {gih.ptr(), ghh.ptr(), gb.ptr(), gnw.ptr(), gnb.ptr()});
+            for (ParamGrad<T>* pg : {&gih, &ghh, &gb, &gnw, &gnb}) commit(*pg);
+            return;
+          }
+          case WeightedOp::lstm:
+          case WeightedOp::gru: {
+            const detail::RecurrentReads<T> r(g_, ev_.params, n);
+            const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
+            const detail::RecurrentTrace<T> tr = detail::recurrent_run(geo, in(i, 0), r.params);
+            ParamGrad<T> gw = pgrad(n, "weight_ih", n.weight_ih), gr = pgrad(n, "weight_hh", n.weight_hh),
+                         gb = pgrad(n, "bias", n.bias), gh0 = pgrad(n, "initial_h", n.initial_h),
+                         gc0 = pgrad(n, "initial_c", n.initial_c);
+            detail::recurrent_bwd(tr, in(i, 0), r.params, dy, din(i, 0),
+                                  {gw.ptr(), gr.ptr(), gb.ptr(), gh0.ptr(), gc0.ptr()});
+            for (ParamGrad<T>* pg : {&gw, &gr, &gb, &gh0, &gc0}) commit(*pg);
+            return;
+          }
+          case WeightedOp::attention: {
+            const detail::AttentionReads<T> r(g_, ev_.params, n);
+            const detail::AttentionCache<T> c =
+                detail::attention_fwd(in(i, 0), r.view(), n.heads, n.causal);
+            ParamGrad<T> gq = pgrad(n, "wq", n.wq), gk = pgrad(n, "wk", n.wk),
+                         gv = pgrad(n, "wv", n.wv), go = pgrad(n, "wo", n.wo),
+                         gbq = pgrad(n, "bq", n.bq), gbk = pgrad(n, "bk", n.bk),
+                         gbv = pgrad(n, "bv", n.bv), gbo = pgrad(n, "bo", n.bo);
+            detail::attention_bwd(in(i, 0), r.view(), c, dy, din(i, 0),
+                                  {gq.ptr(), gk.ptr(), gv.ptr(), go.ptr(), gbq.ptr(), gbk.ptr(),
+                                   gbv.ptr(), gbo.ptr()});
+            for (ParamGrad<T>* pg : {&gq, &gk, &gv, &go, &gbq, &gbk, &gbv, &gbo}) commit(*pg);
+            return;
+          }
         }
-        commit(gw);
-        return;
-      }
-      case Op::conv1d:
-      case Op::conv2d: {
-        const auto w = param(n, "weight", n.weight);
-        ParamGrad<T> gw = pgrad(n, "weight", n.weight), gb = pgrad(n, "bias", n.bias);
-        const detail::ConvGeom geom = detail::conv_geom(n, in(i, 0).shape, (*w).shape, dy.shape);
-        detail::conv_bwd(geom, in(i, 0), *w, dy, din(i, 0), gw.buf, gb.ptr());
-        commit(gw);
-        commit(gb);
-        return;
-      }
-      case Op::rnn: {
-        const detail::RnnReads<T> r(g_, ev_.params, n);
-        const std::string none;
-        ParamGrad<T> gih = pgrad(n, "weight_ih", n.weight_ih);
-        ParamGrad<T> ghh = pgrad(n, "weight_hh", n.weight_hh);
-        ParamGrad<T> gb = pgrad(n, "bias", n.bias);
-        ParamGrad<T> gnw = pgrad(n, "norm/weight", n.norm ? n.norm->weight : none);
-        ParamGrad<T> gnb = pgrad(n, "norm/bias", n.norm ? n.norm->bias : none);
-        detail::rnn_bwd(in(i, 0), r.params, ev_.nodes[i], dy, din(i, 0),
-                        {gih.ptr(), ghh.ptr(), gb.ptr(), gnw.ptr(), gnb.ptr()});
-        for (ParamGrad<T>* pg : {&gih, &ghh, &gb, &gnw, &gnb}) commit(*pg);
-        return;
-      }
-      case Op::lstm:
-      case Op::gru: {
-        const detail::RecurrentReads<T> r(g_, ev_.params, n);
-        const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
-        const detail::RecurrentTrace<T> tr = detail::recurrent_run(geo, in(i, 0), r.params);
-        ParamGrad<T> gw = pgrad(n, "weight_ih", n.weight_ih), gr = pgrad(n, "weight_hh", n.weight_hh),
-                     gb = pgrad(n, "bias", n.bias), gh0 = pgrad(n, "initial_h", n.initial_h),
-                     gc0 = pgrad(n, "initial_c", n.initial_c);
-        detail::recurrent_bwd(tr, in(i, 0), r.params, dy, din(i, 0),
-                              {gw.ptr(), gr.ptr(), gb.ptr(), gh0.ptr(), gc0.ptr()});
-        for (ParamGrad<T>* pg : {&gw, &gr, &gb, &gh0, &gc0}) commit(*pg);
-        return;
-      }
-      case Op::attention: {
-        const detail::AttentionReads<T> r(g_, ev_.params, n);
-        const detail::AttentionCache<T> c =
-            detail::attention_fwd(in(i, 0), r.view(), n.heads, n.causal);
-        ParamGrad<T> gq = pgrad(n, "wq", n.wq), gk = pgrad(n, "wk", n.wk),
-                     gv = pgrad(n, "wv", n.wv), go = pgrad(n, "wo", n.wo),
-                     gbq = pgrad(n, "bq", n.bq), gbk = pgrad(n, "bk", n.bk),
-                     gbv = pgrad(n, "bv", n.bv), gbo = pgrad(n, "bo", n.bo);
-        detail::attention_bwd(in(i, 0), r.view(), c, dy, din(i, 0),
-                              {gq.ptr(), gk.ptr(), gv.ptr(), go.ptr(), gbq.ptr(), gbk.ptr(),
-                               gbv.ptr(), gbo.ptr()});
-        for (ParamGrad<T>* pg : {&gq, &gk, &gv, &go, &gbq, &gbk, &gbv, &gbo}) commit(*pg);
-        return;
-      }
-      case Op::add:
-      case Op::sub:
-      case Op::mul:
-      case Op::div: return binary(i, dy);
-      case Op::scale: {
+        break;
+      case OpFamily::elementwise_binary: return binary(i, dy);
+      case OpFamily::scale: {
         Tensor<T>& dx = *din(i, 0);
         const T f(n.factor);
         for (int64_t k = 0; k < dy.size(); ++k) dx.data[k] += dy.data[k] * f;
         return;
       }
-      case Op::dropout: {
+      case OpFamily::dropout: {
         Tensor<T>& dx = *din(i, 0);
         if (opt_.mode == Mode::inference) return detail::add_into(dx, dy);
         const std::vector<bool> keep = detail::dropout_mask(n.name, opt_.seed, dy.size(), n.p);
@@ -206,22 +207,7 @@ class Backward {
           if (keep[k]) dx.data[k] += dy.data[k] / denom;
         return;
       }
-      case Op::relu:
-      case Op::gelu:
-      case Op::tanh:
-      case Op::sigmoid:
-      case Op::silu:
-      case Op::exp:
-      case Op::sqrt:
-      case Op::reciprocal:
-      case Op::erf:
-      case Op::log:
-      case Op::sin:
-      case Op::cos:
-      case Op::atan:
-      case Op::hard_sigmoid:
-      case Op::hard_swish:
-      case Op::clip: {
+      case OpFamily::unary_nonlinearity: {
         const Tensor<T>& x = in(i, 0);
         const Tensor<T>& y = ev_.nodes[i];
         Tensor<T>& dx = *din(i, 0);
@@ -232,11 +218,10 @@ class Backward {
         }
         return;
       }
-      case Op::softmax:
+      case OpFamily::softmax:
         return detail::softmax_bwd(ev_.nodes[i], dy,
                                    normalize_axis(n.axis, rank0, node_where(n)), *din(i, 0));
-      case Op::mean:
-      case Op::max: {
+      case OpFamily::reduction: {
         const Tensor<T>& x = in(i, 0);
         Tensor<T>& dx = *din(i, 0);
         const Fibers fb = fibers_of(x.shape, normalize_axes(n.axes, rank0, node_where(n)));
@@ -254,37 +239,41 @@ class Backward {
         }
         return;
       }
-      case Op::transpose: {
-        Tensor<T>& dx = *din(i, 0);
-        const std::vector<int64_t> src = detail::transpose_map(in(i, 0).shape, n.perm);
-        for (int64_t k = 0; k < dy.size(); ++k) dx.data[src[k]] += dy.data[k];
-        return;
-      }
-      case Op::reshape: {
-        Tensor<T>& dx = *din(i, 0);
-        for (int64_t k = 0; k < dy.size(); ++k) dx.data[k] += dy.data[k];
-        return;
-      }
-      case Op::slice: {  // scatter back: each taken element gets its output's cotangent
-        Tensor<T>& dx = *din(i, 0);
-        const std::vector<int64_t> src = detail::slice_sources(n, dx.shape, dy.shape);
-        for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
-        return;
-      }
-      case Op::expand: {  // each copy's cotangent flows back to the element it copies
-        Tensor<T>& dx = *din(i, 0);
-        const std::vector<int64_t> src = detail::broadcast_map(dy.shape, dx.shape);
-        for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
-        return;
-      }
-      case Op::pad: {  // the pad value is a constant: only copied elements get a cotangent
-        Tensor<T>& dx = *din(i, 0);
-        const std::vector<int64_t> src = detail::pad_sources(n, dx.shape, dy.shape);
-        for (size_t k = 0; k < src.size(); ++k)
-          if (src[k] >= 0) dx.data[src[k]] += dy.data[k];
-        return;
-      }
-      case Op::where: {  // each element's cotangent goes to the input it was picked from
+      case OpFamily::shape_op:
+        switch (family_member<ShapeOp>(n.op)) {
+          case ShapeOp::transpose: {
+            Tensor<T>& dx = *din(i, 0);
+            const std::vector<int64_t> src = detail::transpose_map(in(i, 0).shape, n.perm);
+            for (int64_t k = 0; k < dy.size(); ++k) dx.data[src[k]] += dy.data[k];
+            return;
+          }
+          case ShapeOp::reshape: {
+            Tensor<T>& dx = *din(i, 0);
+            for (int64_t k = 0; k < dy.size(); ++k) dx.data[k] += dy.data[k];
+            return;
+          }
+          case ShapeOp::slice: {  // scatter back: each taken element gets its output's cotangent
+            Tensor<T>& dx = *din(i, 0);
+            const std::vector<int64_t> src = detail::slice_sources(n, dx.shape, dy.shape);
+            for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
+            return;
+          }
+          case ShapeOp::expand: {  // each copy's cotangent flows back to the element it copies
+            Tensor<T>& dx = *din(i, 0);
+            const std::vector<int64_t> src = detail::broadcast_map(dy.shape, dx.shape);
+            for (size_t k = 0; k < src.size(); ++k) dx.data[src[k]] += dy.data[k];
+            return;
+          }
+          case ShapeOp::pad: {  // the pad value is a constant: only copied elements get a cotangent
+            Tensor<T>& dx = *din(i, 0);
+            const std::vector<int64_t> src = detail::pad_sources(n, dx.shape, dy.shape);
+            for (size_t k = 0; k < src.size(); ++k)
+              if (src[k] >= 0) dx.data[src[k]] += dy.data[k];
+            return;
+          }
+        }
+        break;
+      case OpFamily::select: {  // each element's cotangent goes to the input it was picked from
         const std::vector<bool> c = detail::where_mask(n, dy.shape);
         Tensor<T>& da = *din(i, 0);
         Tensor<T>& db = *din(i, 1);
@@ -296,7 +285,7 @@ class Backward {
         }
         return;
       }
-      case Op::concat: {
+      case OpFamily::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);
         const detail::ConcatLayout l =
@@ -311,13 +300,11 @@ class Backward {
           }
         return;
       }
-      case Op::center:
+      case OpFamily::center:
         return detail::add_into(*din(i, 0), detail::centered(
                                                 dy, normalize_axes(n.axes, rank0, node_where(n))));
-      case Op::layer_norm:
-      case Op::rms_norm: return norm(i, dy);
-      case Op::opaque: throw detail::not_evaluable(n);
-      case Op::kCount: break;
+      case OpFamily::norm: return norm(i, dy);
+      case OpFamily::opaque: throw detail::not_evaluable(n);
     }
     throw InternalError("backward: bad op");
   }

@@ -107,52 +107,53 @@ class Forward {
     const Shape& ys = g_.node_shapes[i];
     if (n.op == Op::opaque) throw detail::not_evaluable(n);
     const int64_t rank0 = static_cast<int64_t>(in(i, 0).shape.size());
-    switch (n.op) {
-      case Op::linear: {
-        const auto w = param(n, "weight", n.weight);
-        const auto b = param(n, "bias", n.bias);
-        return detail::linear_fwd(in(i, 0), *w, b.get());
-      }
-      case Op::matmul: {
-        const MatmulCentering mc = detail::matmul_center(g_, i);
-        if (mc.operand < 0) return detail::matmul_fwd(in(i, 0), in(i, 1), ys, n.transpose_b);
-        const Tensor<T> c = detail::centered(in(i, mc.operand), Axes{mc.axis});
-        return mc.operand == 0 ? detail::matmul_fwd(c, in(i, 1), ys, n.transpose_b)
-                               : detail::matmul_fwd(in(i, 0), c, ys, n.transpose_b);
-      }
-      case Op::embedding: return embedding(i);
-      case Op::conv1d:
-      case Op::conv2d: {
-        const auto w = param(n, "weight", n.weight);
-        const auto b = param(n, "bias", n.bias);
-        const detail::ConvGeom geom = detail::conv_geom(n, in(i, 0).shape, (*w).shape, ys);
-        return detail::conv_fwd(geom, ys, in(i, 0), *w, b.get());
-      }
-      case Op::rnn: {
-        const detail::RnnReads<T> r(g_, ev_.params, n);
-        return detail::rnn_fwd(in(i, 0), r.params);
-      }
-      case Op::lstm:
-      case Op::gru: {
-        const detail::RecurrentReads<T> r(g_, ev_.params, n);
-        const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
-        return detail::recurrent_output(detail::recurrent_run(geo, in(i, 0), r.params));
-      }
-      case Op::attention: {
-        const detail::AttentionReads<T> r(g_, ev_.params, n);
-        return std::move(detail::attention_fwd(in(i, 0), r.view(), n.heads, n.causal).out);
-      }
-      case Op::add:
-      case Op::sub:
-      case Op::mul:
-      case Op::div: return binary(n.op, in(i, 0), in(i, 1), ys);
-      case Op::scale: {
+    switch (op_family(n.op)) {
+      case OpFamily::weighted_producer:
+        switch (family_member<WeightedOp>(n.op)) {
+          case WeightedOp::linear: {
+            const auto w = param(n, "weight", n.weight);
+            const auto b = param(n, "bias", n.bias);
+            return detail::linear_fwd(in(i, 0), *w, b.get());
+          }
+          case WeightedOp::matmul: {
+            const MatmulCentering mc = detail::matmul_center(g_, i);
+            if (mc.operand < 0) return detail::matmul_fwd(in(i, 0), in(i, 1), ys, n.transpose_b);
+            const Tensor<T> c = detail::centered(in(i, mc.operand), Axes{mc.axis});
+            return mc.operand == 0 ? detail::matmul_fwd(c, in(i, 1), ys, n.transpose_b)
+                                   : detail::matmul_fwd(in(i, 0), c, ys, n.transpose_b);
+          }
+          case WeightedOp::embedding: return embedding(i);
+          case WeightedOp::conv1d:
+          case WeightedOp::conv2d: {
+            const auto w = param(n, "weight", n.weight);
+            const auto b = param(n, "bias", n.bias);
+            const detail::ConvGeom geom = detail::conv_geom(n, in(i, 0).shape, (*w).shape, ys);
+            return detail::conv_fwd(geom, ys, in(i, 0), *w, b.get());
+          }
+          case WeightedOp::rnn: {
+            const detail::RnnReads<T> r(g_, ev_.params, n);
+            return detail::rnn_fwd(in(i, 0), r.params);
+          }
+          case WeightedOp::lstm:
+          case WeightedOp::gru: {
+            const detail::RecurrentReads<T> r(g_, ev_.params, n);
+            const detail::RecurrentGeom geo = detail::recurrent_geom(n, in(i, 0).shape, (*r.w).shape);
+            return detail::recurrent_output(detail::recurrent_run(geo, in(i, 0), r.params));
+          }
+          case WeightedOp::attention: {
+            const detail::AttentionReads<T> r(g_, ev_.params, n);
+            return std::move(detail::attention_fwd(in(i, 0), r.view(), n.heads, n.causal).out);
+          }
+        }
+        break;
+      case OpFamily::elementwise_binary: return binary(n.op, in(i, 0), in(i, 1), ys);
+      case OpFamily::scale: {
         Tensor<T> y = in(i, 0);
         const T f(n.factor);
         for (T& v : y.data) v *= f;
         return y;
       }
-      case Op::dropout: {
+      case OpFamily::dropout: {
         Tensor<T> y = in(i, 0);
         if (opt_.mode == Mode::inference) return y;
         const std::vector<bool> keep = detail::dropout_mask(n.name, opt_.seed, y.size(), n.p);
@@ -161,22 +162,7 @@ class Forward {
           y.data[k] = keep[k] ? T(y.data[k] / denom) : T(0);
         return y;
       }
-      case Op::relu:
-      case Op::gelu:
-      case Op::tanh:
-      case Op::sigmoid:
-      case Op::silu:
-      case Op::exp:
-      case Op::sqrt:
-      case Op::reciprocal:
-      case Op::erf:
-      case Op::log:
-      case Op::sin:
-      case Op::cos:
-      case Op::atan:
-      case Op::hard_sigmoid:
-      case Op::hard_swish:
-      case Op::clip: {
+      case OpFamily::unary_nonlinearity: {
         Tensor<T> y = in(i, 0);
         for (int64_t k = 0; k < y.size(); ++k) {
           if (const std::string e = detail::unary_domain_error(n, y.data[k], k, false); !e.empty())
@@ -185,12 +171,11 @@ class Forward {
         }
         return y;
       }
-      case Op::softmax:
+      case OpFamily::softmax:
         return detail::softmax_fwd(in(i, 0), normalize_axis(n.axis, rank0, node_where(n)),
                                    is_masked_softmax(n) ? detail::where_mask(n, ys)
                                                         : std::vector<bool>{});
-      case Op::mean:
-      case Op::max: {
+      case OpFamily::reduction: {
         const Tensor<T>& x = in(i, 0);
         const Fibers fb = fibers_of(x.shape, normalize_axes(n.axes, rank0, node_where(n)));
         Tensor<T> y(ys);
@@ -208,37 +193,41 @@ class Forward {
         }
         return y;
       }
-      case Op::transpose: {
-        const Tensor<T>& x = in(i, 0);
-        const std::vector<int64_t> src = detail::transpose_map(x.shape, n.perm);
-        Tensor<T> y(ys);
-        for (int64_t k = 0; k < y.size(); ++k) y.data[k] = x.data[src[k]];
-        return y;
-      }
-      case Op::reshape: return Tensor<T>(ys, in(i, 0).data);
-      case Op::slice: {
-        const Tensor<T>& x = in(i, 0);
-        Tensor<T> y(ys);
-        const std::vector<int64_t> src = detail::slice_sources(n, x.shape, ys);
-        for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
-        return y;
-      }
-      case Op::expand: {
-        const Tensor<T>& x = in(i, 0);
-        Tensor<T> y(ys);
-        const std::vector<int64_t> src = detail::broadcast_map(ys, x.shape);
-        for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
-        return y;
-      }
-      case Op::pad: {
-        const Tensor<T>& x = in(i, 0);
-        Tensor<T> y(ys);
-        const std::vector<int64_t> src = detail::pad_sources(n, x.shape, ys);
-        const T fill(n.value);
-        for (size_t k = 0; k < src.size(); ++k) y.data[k] = src[k] < 0 ? fill : x.data[src[k]];
-        return y;
-      }
-      case Op::where: {
+      case OpFamily::shape_op:
+        switch (family_member<ShapeOp>(n.op)) {
+          case ShapeOp::transpose: {
+            const Tensor<T>& x = in(i, 0);
+            const std::vector<int64_t> src = detail::transpose_map(x.shape, n.perm);
+            Tensor<T> y(ys);
+            for (int64_t k = 0; k < y.size(); ++k) y.data[k] = x.data[src[k]];
+            return y;
+          }
+          case ShapeOp::reshape: return Tensor<T>(ys, in(i, 0).data);
+          case ShapeOp::slice: {
+            const Tensor<T>& x = in(i, 0);
+            Tensor<T> y(ys);
+            const std::vector<int64_t> src = detail::slice_sources(n, x.shape, ys);
+            for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
+            return y;
+          }
+          case ShapeOp::expand: {
+            const Tensor<T>& x = in(i, 0);
+            Tensor<T> y(ys);
+            const std::vector<int64_t> src = detail::broadcast_map(ys, x.shape);
+            for (size_t k = 0; k < src.size(); ++k) y.data[k] = x.data[src[k]];
+            return y;
+          }
+          case ShapeOp::pad: {
+            const Tensor<T>& x = in(i, 0);
+            Tensor<T> y(ys);
+            const std::vector<int64_t> src = detail::pad_sources(n, x.shape, ys);
+            const T fill(n.value);
+            for (size_t k = 0; k < src.size(); ++k) y.data[k] = src[k] < 0 ? fill : x.data[src[k]];
+            return y;
+          }
+        }
+        break;
+      case OpFamily::select: {
         const Tensor<T>& a = in(i, 0);
         const Tensor<T>& b = in(i, 1);
         const std::vector<bool> c = detail::where_mask(n, ys);
@@ -248,7 +237,7 @@ class Forward {
         for (size_t k = 0; k < c.size(); ++k) y.data[k] = c[k] ? a.data[ia[k]] : b.data[ib[k]];
         return y;
       }
-      case Op::concat: {
+      case OpFamily::concat: {
         std::vector<Shape> shapes;
         for (size_t k = 0; k < n.inputs.size(); ++k) shapes.push_back(in(i, k).shape);
         const detail::ConcatLayout l =
@@ -265,12 +254,10 @@ class Forward {
           }
         return y;
       }
-      case Op::center:
+      case OpFamily::center:
         return detail::centered(in(i, 0), normalize_axes(n.axes, rank0, node_where(n)));
-      case Op::layer_norm:
-      case Op::rms_norm: return norm(i);
-      case Op::opaque: throw detail::not_evaluable(n);
-      case Op::kCount: break;
+      case OpFamily::norm: return norm(i);
+      case OpFamily::opaque: throw detail::not_evaluable(n);
     }
     throw InternalError("forward: bad op");
   }

@@ -420,38 +420,30 @@ T unary_fwd(const Node& n, const T& x) {
   using std::exp;
   using std::sqrt;
   using std::tanh;
-  switch (n.op) {
-    case Op::relu: return x > 0 ? x : T(0);
-    case Op::gelu: return x * (T(1) + erf(x / sqrt(T(2)))) / 2;
-    case Op::tanh: return tanh(x);
-    case Op::sigmoid: return sigmoid_of(x);
-    case Op::silu: return x * sigmoid_of(x);
-    case Op::exp: return exp(x);
-    case Op::sqrt: return sqrt(x);
-    case Op::reciprocal: return T(1) / x;
-    case Op::erf: return erf(x);
-    case Op::log: return log(x);
-    case Op::sin: return sin(x);
-    case Op::cos: return cos(x);
-    case Op::atan: return atan(x);
-    case Op::hard_sigmoid: return clamp_to(T(n.alpha) * x + T(n.beta), T(0), T(1));
-    case Op::hard_swish: return x * clamp_to(x / 6 + T(1) / 2, T(0), T(1));
-    case Op::clip: {
+  switch (family_member<UnaryOp>(n.op)) {
+    case UnaryOp::relu: return x > 0 ? x : T(0);
+    case UnaryOp::gelu: return x * (T(1) + erf(x / sqrt(T(2)))) / 2;
+    case UnaryOp::tanh: return tanh(x);
+    case UnaryOp::sigmoid: return sigmoid_of(x);
+    case UnaryOp::silu: return x * sigmoid_of(x);
+    case UnaryOp::exp: return exp(x);
+    case UnaryOp::sqrt: return sqrt(x);
+    case UnaryOp::reciprocal: return T(1) / x;
+    case UnaryOp::erf: return erf(x);
+    case UnaryOp::log: return log(x);
+    case UnaryOp::sin: return sin(x);
+    case UnaryOp::cos: return cos(x);
+    case UnaryOp::atan: return atan(x);
+    case UnaryOp::hard_sigmoid: return clamp_to(T(n.alpha) * x + T(n.beta), T(0), T(1));
+    case UnaryOp::hard_swish: return x * clamp_to(x / 6 + T(1) / 2, T(0), T(1));
+    case UnaryOp::clip: {
       T y = x;
       if (!std::isinf(n.min) && y < T(n.min)) y = T(n.min);
       if (!std::isinf(n.max) && y > T(n.max)) y = T(n.max);
       return y;
     }
-    // Not unary: every other op is listed, so that a new op fails to compile until placed.
-    case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
-    case Op::rnn: case Op::lstm: case Op::gru: case Op::attention: case Op::add: case Op::sub:
-    case Op::mul: case Op::div:
-    case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
-    case Op::where: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
-  throw InternalError("unary_fwd: not a unary op");
+  throw InternalError("unary_fwd: unknown unary op");
 }
 
 // d unary(x) / dx, given x and y = unary(x). Where a piecewise op has a kink the one-sided
@@ -464,49 +456,41 @@ T unary_derivative(const Node& n, const T& x, const T& y) {
   using std::erf;
   using std::exp;
   using std::sqrt;
-  switch (n.op) {
-    case Op::relu: return x > 0 ? T(1) : T(0);
-    case Op::gelu: {
+  switch (family_member<UnaryOp>(n.op)) {
+    case UnaryOp::relu: return x > 0 ? T(1) : T(0);
+    case UnaryOp::gelu: {
       const T pi = acos(T(-1));
       return (T(1) + erf(x / sqrt(T(2)))) / 2 + x * exp(-x * x / 2) / sqrt(2 * pi);
     }
-    case Op::tanh: return T(1) - y * y;
-    case Op::sigmoid: return y * (T(1) - y);
-    case Op::silu: {
+    case UnaryOp::tanh: return T(1) - y * y;
+    case UnaryOp::sigmoid: return y * (T(1) - y);
+    case UnaryOp::silu: {
       const T s = sigmoid_of(x);
       return s * (T(1) + x * (T(1) - s));
     }
-    case Op::exp: return y;
-    case Op::sqrt: return T(1) / (2 * y);
-    case Op::reciprocal: return -(y * y);
-    case Op::erf: return 2 * exp(-x * x) / sqrt(acos(T(-1)));
-    case Op::log: return T(1) / x;
-    case Op::sin: return cos(x);
-    case Op::cos: return -sin(x);
-    case Op::atan: return T(1) / (T(1) + x * x);
-    case Op::hard_sigmoid: {
+    case UnaryOp::exp: return y;
+    case UnaryOp::sqrt: return T(1) / (2 * y);
+    case UnaryOp::reciprocal: return -(y * y);
+    case UnaryOp::erf: return 2 * exp(-x * x) / sqrt(acos(T(-1)));
+    case UnaryOp::log: return T(1) / x;
+    case UnaryOp::sin: return cos(x);
+    case UnaryOp::cos: return -sin(x);
+    case UnaryOp::atan: return T(1) / (T(1) + x * x);
+    case UnaryOp::hard_sigmoid: {
       const T z = T(n.alpha) * x + T(n.beta);
       return z > 0 && z < 1 ? T(n.alpha) : T(0);
     }
-    case Op::hard_swish: {
+    case UnaryOp::hard_swish: {
       if (x < -3) return T(0);
       if (x > 3) return T(1);
       return x / 3 + T(1) / 2;
     }
-    case Op::clip:
+    case UnaryOp::clip:
       return (std::isinf(n.min) || x >= T(n.min)) && (std::isinf(n.max) || x <= T(n.max))
                  ? T(1)
                  : T(0);
-    // Not unary: every other op is listed, so that a new op fails to compile until placed.
-    case Op::linear: case Op::matmul: case Op::embedding: case Op::conv1d: case Op::conv2d:
-    case Op::rnn: case Op::lstm: case Op::gru: case Op::attention: case Op::add: case Op::sub:
-    case Op::mul: case Op::div:
-    case Op::scale: case Op::dropout: case Op::softmax: case Op::mean: case Op::max:
-    case Op::transpose: case Op::reshape: case Op::slice: case Op::expand: case Op::pad:
-    case Op::where: case Op::concat: case Op::center:
-    case Op::layer_norm: case Op::rms_norm: case Op::opaque: case Op::kCount: break;
   }
-  throw InternalError("unary_derivative: not a unary op");
+  throw InternalError("unary_derivative: unknown unary op");
 }
 
 // Whether x lies outside the domain of n's unary op (forward: sqrt of a negative value,
