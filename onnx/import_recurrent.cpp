@@ -1,4 +1,4 @@
-// ONNX's recurrent ops (docs/onnx.md, "Recurrent layers"): LSTM and GRU as model.json's
+// ONNX's recurrent ops (docs/onnx.md, "Importing": the `LSTM`, `GRU` and `RNN` rows): LSTM and GRU as model.json's
 // `lstm` and `gru` (ONNX's layout, one node per output read), RNN as a composition around
 // `rnn` (batch-first, forward from 0) for every direction, layout and initial state. What
 // the ops do not model (other activations, clip, peepholes, input_forget, layout 1 of LSTM
