@@ -1,12 +1,11 @@
 // ONNX's recurrent ops (docs/onnx.md, "Importing": the `LSTM`, `GRU` and `RNN` rows): LSTM
 // and GRU as model.json's `lstm` and `gru` (ONNX's layout, one node per output read), RNN
-// as a composition around
-// `rnn` (batch-first, forward from 0) for every direction, layout and initial state. What
-// the ops do not model (other activations, clip, peepholes, input_forget, layout 1 of LSTM
-// and GRU) is imported as opaque; values the operator specification rules out (an unknown
-// direction or activation, an activations list of the wrong length, a hidden_size the
-// weights contradict, shapes that do not fit, sequence_lens that is not a constant) are an
-// error naming the node.
+// as a composition around `rnn` (batch-first, forward from 0) for every direction, layout
+// and initial state. What the ops do not model (other activations, clip, peepholes,
+// input_forget, layout 1 of LSTM and GRU) is imported as opaque; values the operator
+// specification rules out (an unknown direction or activation, an activations list of the
+// wrong length, a hidden_size the weights contradict, shapes that do not fit, sequence_lens
+// that is not a constant) are an error naming the node.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
