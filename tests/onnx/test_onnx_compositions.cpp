@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/eval/evaluator.h"
 #include "onnx/import.h"
+#include "tests/onnx/onnx_builder.h"
 
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
@@ -22,84 +23,22 @@ constexpr int64_t kTokens = 3, kD = 8;
 
 // A graph over input x [kTokens, kD]: y = x W (a producer), LN1(y) a graph output, and a
 // branch from y that ends in LN2, which the test fills in.
-struct Builder {
-  Model m;
-  Builder() {
-    m.ir_version = 8;
-    m.opset_imports = {{"", 17}};
-    m.graph.name = "compositions";
-    m.graph.inputs.push_back(value("x", {kTokens, kD}));
+struct Builder : OnnxBuilder {
+  Builder() : OnnxBuilder(17, "compositions") {
+    input("x", {kTokens, kD});
     std::vector<double> w(kD * kD);
     for (size_t k = 0; k < w.size(); ++k) w[k] = std::sin(0.7 * double(k) + 0.3);
     init("W", {kD, kD}, w);
     node("mm", "MatMul", {"x", "W"}, {"y"});
     layer_norm("ln1", "y", kD, "ln1_out");
   }
-  static ValueInfo value(const std::string& name, std::vector<int64_t> dims) {
-    ValueInfo v;
-    v.name = name;
-    v.type = ElemType::Float;
-    std::vector<Dim> shape;
-    for (int64_t d : dims) shape.push_back(Dim{d, ""});
-    v.shape = shape;
-    return v;
-  }
-  void init(const std::string& name, std::vector<int64_t> dims, std::vector<double> values) {
-    Tensor t;
-    t.dims = std::move(dims);
-    t.floats = std::move(values);
-    m.graph.initializers.push_back({name, t});
-  }
-  void ints_init(const std::string& name, std::vector<int64_t> values) {
-    Tensor t;
-    t.type = ElemType::Int64;
-    t.dims = {int64_t(values.size())};
-    t.ints = std::move(values);
-    m.graph.initializers.push_back({name, t});
-  }
-  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in,
-             std::vector<std::string> out) {
-    Node n;
-    n.name = name;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    m.graph.nodes.push_back(n);
-    return m.graph.nodes.back();
-  }
-  static void ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::Ints;
-    a.ints = std::move(v);
-    n.attributes.push_back(a);
-  }
-  static void text(Node& n, const std::string& name, const std::string& v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::String;
-    a.s = v;
-    n.attributes.push_back(a);
-  }
-  static void real(Node& n, const std::string& name, double v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::Float;
-    a.f = v;
-    n.attributes.push_back(a);
-  }
   void layer_norm(const std::string& name, const std::string& in, int64_t d, const std::string& out) {
     std::vector<double> g(static_cast<size_t>(d)), b(static_cast<size_t>(d));
     for (int64_t k = 0; k < d; ++k) g[size_t(k)] = 1.0 + 0.1 * double(k), b[size_t(k)] = 0.2 - 0.05 * double(k);
     init(name + ".g", {d}, g);
     init(name + ".b", {d}, b);
-    Node& n = node(name, "LayerNormalization", {in, name + ".g", name + ".b"}, {out});
-    Attribute a;
-    a.name = "axis";
-    a.kind = AttrKind::Int;
-    a.i = -1;
-    n.attributes.push_back(a);
-    m.graph.outputs.push_back(value(out, {kTokens, d}));
+    integer(node(name, "LayerNormalization", {in, name + ".g", name + ".b"}, {out}), "axis", -1);
+    output(out, {kTokens, d});
   }
   // y as [kTokens, 1, kD] for a 1-D pool over the features, pooled to `pooled` features.
   void pool(const std::string& op, int64_t kernel, int64_t stride, int64_t pooled) {

@@ -16,6 +16,7 @@
 #include "onnx/constant_fold.h"
 #include "onnx/import.h"
 #include "onnx/import_context.h"
+#include "tests/onnx/onnx_builder.h"
 
 namespace fs = std::filesystem;
 using namespace lnv::onnx_import;
@@ -25,70 +26,10 @@ namespace {
 constexpr int64_t kRows = 3, kD = 8;
 
 // A graph over input x [kRows, kD], built node by node.
-struct Builder {
-  Model m;
-  explicit Builder(int opset = 14) {
-    m.ir_version = 8;
-    m.opset_imports = {{"", opset}};
-    m.graph.name = "norm";
-    input("x", {kRows, kD});
-  }
-  void input(const std::string& name, std::vector<int64_t> dims) {
-    ValueInfo v;
-    v.name = name;
-    v.type = ElemType::Float;
-    std::vector<Dim> d;
-    for (int64_t x : dims) d.push_back(Dim{x, ""});
-    v.shape = d;
-    m.graph.inputs.push_back(v);
-  }
-  void output(const std::string& name, std::vector<int64_t> dims = {kRows, kD}) {
-    ValueInfo v;
-    v.name = name;
-    v.type = ElemType::Float;
-    std::vector<Dim> d;
-    for (int64_t x : dims) d.push_back(Dim{x, ""});
-    v.shape = d;
-    m.graph.outputs.push_back(v);
-  }
-  void init(const std::string& name, std::vector<int64_t> dims, std::vector<double> values) {
-    Tensor t;
-    t.dims = std::move(dims);
-    t.floats = std::move(values);
-    m.graph.initializers.push_back({name, t});
-  }
-  void scalar(const std::string& name, double v) { init(name, {}, {v}); }
-  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in,
-             std::vector<std::string> out, const std::string& domain = "") {
-    Node n;
-    n.name = name;
-    n.op_type = op;
-    n.domain = domain;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    m.graph.nodes.push_back(n);
-    return m.graph.nodes.back();
-  }
-  static void ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::Ints;
-    a.ints = std::move(v);
-    n.attributes.push_back(a);
-  }
-  static void integer(Node& n, const std::string& name, int64_t v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::Int;
-    a.i = v;
-    n.attributes.push_back(a);
-  }
-  static void real(Node& n, const std::string& name, double v) {
-    Attribute a;
-    a.name = name;
-    a.kind = AttrKind::Float;
-    a.f = v;
-    n.attributes.push_back(a);
+struct Builder : OnnxBuilder {
+  explicit Builder(int opset = 14) : OnnxBuilder(opset, "norm") { input("x", {kRows, kD}); }
+  void output(const std::string& name, const std::vector<int64_t>& dims = {kRows, kD}) {
+    OnnxBuilder::output(name, dims);
   }
   void weights() {
     std::vector<double> w(kD), b(kD);
