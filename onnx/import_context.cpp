@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -390,19 +391,23 @@ lnv::Graph Importer::finish() {
     }
   // The producers no Gemm or MatMul of the file computes (the fold writer finds a moved
   // bias' reader by its file name, or a name it prefixes with '.' or ':').
-  std::vector<std::string> own_labels;
-  for (size_t i = 0; i < m_.graph.nodes.size(); ++i) {
-    const auto& n = m_.graph.nodes[i];
-    if ((n.op_type == "Gemm" || n.op_type == "MatMul") && (n.domain.empty() || n.domain == "ai.onnx"))
-      own_labels.push_back(n.name.empty() ? (n.outputs.empty() ? "" : n.outputs[0]) : n.name);
+  std::unordered_set<std::string> own_labels;
+  for (const auto& n : m_.graph.nodes) {
+    if ((n.op_type == "Gemm" || n.op_type == "MatMul") && (n.domain.empty() || n.domain == "ai.onnx")) {
+      const std::string label = n.name.empty() ? (n.outputs.empty() ? "" : n.outputs[0]) : n.name;
+      if (!label.empty()) own_labels.insert(label);
+    }
   }
+  auto computed_by_own = [&](const std::string& want) {
+    if (own_labels.count(want)) return true;
+    for (size_t k = 1; k < want.size(); ++k)
+      if ((want[k] == '.' || want[k] == ':') && own_labels.count(want.substr(0, k))) return true;
+    return false;
+  };
   for (const lnv::Node& n : g_.nodes) {
     if (n.op != lnv::Op::linear && n.op != lnv::Op::matmul) continue;
     const std::string want = renamed_.contains(n.name) ? renamed_[n.name].get<std::string>() : n.name;
-    const bool own = std::any_of(own_labels.begin(), own_labels.end(), [&](const std::string& label) {
-      return !label.empty() && (want == label || want.rfind(label + ".", 0) == 0 || want.rfind(label + ":", 0) == 0);
-    });
-    if (!own) g_.fused_producers.push_back(n.name);
+    if (!computed_by_own(want)) g_.fused_producers.push_back(n.name);
   }
   nlohmann::json opsets = nlohmann::json::object();
   for (const OpsetImport& o : m_.opset_imports) opsets[o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
