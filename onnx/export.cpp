@@ -3,7 +3,6 @@
 #include "onnx/export.h"
 
 #include <onnx/checker.h>
-#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
