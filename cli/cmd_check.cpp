@@ -245,16 +245,7 @@ Action setup(CLI::App& sub) {
     }
     return kInternal;
   };
-  // A model with an op the evaluators cannot compute (an imported opaque op) can be
-  // proved neither way: inconclusive, naming the op.
-  return [run]() -> int {
-    try {
-      return run();
-    } catch (const NotEvaluableError& e) {
-      std::cerr << "lnverify: check inconclusive: " << e.what() << "\n";
-      return kInconclusive;
-    }
-  };
+  return inconclusive_when_not_evaluable("check", run);
 }
 
 const bool kRegistered = register_command(

@@ -109,16 +109,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--html", opt->html,
                  "also write a self-contained HTML page: the per-quantity error statistics");
   add_format_option(sub, opt->format);
-  // A model with an op the evaluators cannot compute can be proved neither way:
-  // inconclusive, naming the op.
-  return [opt]() -> int {
-    try {
-      return run(*opt);
-    } catch (const NotEvaluableError& e) {
-      std::cerr << "lnverify: equiv inconclusive: " << e.what() << "\n";
-      return kInconclusive;
-    }
-  };
+  return inconclusive_when_not_evaluable("equiv", [opt] { return run(*opt); });
 }
 
 const bool kRegistered = register_command(

@@ -76,6 +76,12 @@ inline CLI::Validator positive_count() {
       "N>=1", "positive count");
 }
 
+// `action`, except that a model the evaluators cannot compute (NotEvaluableError: an
+// imported opaque op), which can be proved neither way, ends inconclusive naming the op:
+// "lnverify: <command> inconclusive: ...", exit kInconclusive. For the commands that prove
+// by exact evaluation.
+Action inconclusive_when_not_evaluable(std::string command, Action action);
+
 // Use at namespace scope in a cmd_*.cpp:
 //   const bool kRegistered = lnv::cli::register_command({"eval", "...", setup});
 bool register_command(Command c);

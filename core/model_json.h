@@ -10,6 +10,9 @@
 // param's source: `data` as data, `init` as init, `file` as file (path re-expressed
 // relative to the new directory). A param whose values no longer match its init or file,
 // or that has center_axes, is written as `data` holding its effective (centered) values.
+//
+// Implemented one idea a file (docs/model_io.md): core/model_read.cpp, core/node_json.cpp,
+// core/param_values.cpp, core/model_write.cpp, core/model_text.cpp.
 #pragma once
 
 #include <cstdint>

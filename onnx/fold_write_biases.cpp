@@ -3,6 +3,10 @@
 // A part of the FoldWriter of onnx/fold_writer_internal.h.
 #include "onnx/fold_writer_internal.h"
 
+#include <algorithm>
+
+#include "onnx/file_labels.h"
+
 namespace lnv::onnx_import::fold_write {
 
 // The effective values of the fold's param `name` (centered as the fold says).
@@ -12,9 +16,12 @@ std::vector<double> FoldWriter::fold_values(const std::string& name) const {
   return effective_values(p);
 }
 
-// The ONNX node (a Gemm or a MatMul) computing lnv node `reader`; -1 when none.
+// The ONNX node (a Gemm or a MatMul) computing lnv node `reader` (onnx/file_labels.h): the
+// one labelled as the file spells `reader`, else the last whose label prefixes it; -1 when
+// none.
 int FoldWriter::reader_node(const std::string& reader) const {
   const std::string want = file_name(reader);
+  const std::vector<std::string> labels = labels_computing(want);
   int prefix = -1;
   for (int i = 0; i < mp_.graph().node_size(); ++i) {
     const auto& n = mp_.graph().node(i);
@@ -22,7 +29,7 @@ int FoldWriter::reader_node(const std::string& reader) const {
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     const std::string label = n.name().empty() ? n.output(0) : n.name();
     if (want == label) return i;
-    if (want.rfind(label + ".", 0) == 0 || want.rfind(label + ":", 0) == 0) prefix = i;
+    if (std::find(labels.begin(), labels.end(), label) != labels.end()) prefix = i;
   }
   return prefix;
 }

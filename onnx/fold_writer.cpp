@@ -5,13 +5,10 @@
 // refuses to overwrite; and the public functions of onnx/fold_writer.h.
 #include "onnx/fold_writer.h"
 
-#include <onnx/checker.h>
-
 #include <nlohmann/json.hpp>
 
 #include "onnx/fold_writer_internal.h"
-#include "onnx/newer_opsets.h"
-#include "onnx/shape_inference.h"
+#include "onnx/onnx_checker.h"
 
 namespace lnv::onnx_import {
 namespace fold_write {
@@ -304,26 +301,9 @@ std::vector<fs::path> external_data_files(const fs::path& path) {
 }
 
 void check_onnx_file(const fs::path& path) {
-  const std::string file = path.string();
   ox::ModelProto mp = parse_model(path);
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  try {
-    if (!mp.ir_version()) throw ox::checker::ValidationError("the model has no ir_version");
-    std::unordered_map<std::string, int> opsets;
-    for (const auto& o : mp.opset_import()) opsets[o.domain()] = int(o.version());
-    ox::checker::CheckerContext ctx;
-    ctx.set_ir_version(int(mp.ir_version()));
-    ctx.set_opset_imports(opsets);
-    ctx.set_schema_registry(newer_opset_registry());
-    ctx.set_model_dir(dir.string());
-    ox::checker::LexicalScopeContext lex;
-    ox::checker::check_graph(mp.graph(), ctx, lex);
-    if (ctx.get_ir_version() >= 8) ox::checker::check_model_local_functions(mp, ctx, lex);
-    // full_check: strict shape inference (type checks, errors thrown).
-    infer_onnx_shapes(mp, InferenceCheck::strict);
-  } catch (const std::exception& e) {
-    throw ModelError(file, e.what());
-  }
+  check_onnx_model(mp, dir, path.string(), OnnxCheck::full);
 }
 
 }  // namespace lnv::onnx_import

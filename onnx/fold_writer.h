@@ -100,8 +100,9 @@ std::vector<std::filesystem::path> external_data_files(const std::filesystem::pa
 
 // ONNX's checker on the file at `path` with full checking: the model checks (IR version,
 // opset imports, graph, external data beside it) and strict shape inference, both with the
-// schemas of the opsets newer than ONNX 1.12 that onnx/newer_opsets.cpp adds. Throws
-// lnv::ModelError with the checker's message.
+// schemas of the opsets newer than ONNX 1.12 that onnx/newer_opsets.cpp adds
+// (check_onnx_model of onnx/onnx_checker.h, OnnxCheck::full). Throws lnv::ModelError(path,
+// "fails ONNX's checker: " + the checker's message).
 void check_onnx_file(const std::filesystem::path& path);
 
 }  // namespace lnv::onnx_import

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "onnx/file_labels.h"
 
 namespace lnv::onnx_import {
 namespace {
@@ -389,8 +390,8 @@ lnv::Graph Importer::finish() {
           in.range = index_ranges_.at(onnx_name);
       if (in.range == 0) in.range = 1;
     }
-  // The producers no Gemm or MatMul of the file computes (the fold writer finds a moved
-  // bias' reader by its file name, or a name it prefixes with '.' or ':').
+  // The producers no Gemm or MatMul of the file computes (onnx/file_labels.h: the fold
+  // writer finds a moved bias' reader so).
   std::unordered_set<std::string> own_labels;
   for (const auto& n : m_.graph.nodes) {
     if ((n.op_type == "Gemm" || n.op_type == "MatMul") && (n.domain.empty() || n.domain == "ai.onnx")) {
@@ -399,9 +400,8 @@ lnv::Graph Importer::finish() {
     }
   }
   auto computed_by_own = [&](const std::string& want) {
-    if (own_labels.count(want)) return true;
-    for (size_t k = 1; k < want.size(); ++k)
-      if ((want[k] == '.' || want[k] == ':') && own_labels.count(want.substr(0, k))) return true;
+    for (const std::string& label : labels_computing(want))
+      if (own_labels.count(label)) return true;
     return false;
   };
   for (const lnv::Node& n : g_.nodes) {

@@ -97,7 +97,7 @@ Model load_onnx(const fs::path& path, const DimBindings& dims, const ProgressFn&
   report_progress(progress, "check model", "", 0, 0);
   check_external_locations(mp.graph(), ctx.model_dir, file, ctx.in_file);
   refuse_cycles(mp.graph(), file);
-  run_checker(mp, ctx.model_dir, file);
+  check_onnx_model(mp, ctx.model_dir, file, OnnxCheck::checker);
   report_progress(progress, "infer shapes", "", 0, 0);
   bind_input_dims(*mp.mutable_graph(), dims, file);
   run_shape_inference(mp, file);
@@ -119,7 +119,7 @@ Model load_onnx_bytes(std::string_view bytes, const std::string& name, const Dim
                        "keeps its data in an external file, which ONNX bytes in memory cannot "
                        "refer to");
   refuse_cycles(mp.graph(), name);
-  run_checker(mp, ctx.model_dir, name);
+  check_onnx_model(mp, ctx.model_dir, name, OnnxCheck::checker);
   bind_input_dims(*mp.mutable_graph(), dims, name);
   run_shape_inference(mp, name);
   return decode_model(mp, path, ctx);

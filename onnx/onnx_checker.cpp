@@ -1,5 +1,6 @@
 // The checks of onnx/onnx_checker.h: a cycle among the nodes refused naming them, and
-// ONNX's checker run with the schema registry of onnx/newer_opsets.h.
+// ONNX's checker run with the schema registry of onnx/newer_opsets.h (and, for the full
+// check, strict shape inference).
 #include "onnx/onnx_checker.h"
 
 #include <onnx/checker.h>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "onnx/newer_opsets.h"
 #include "onnx/proto_codec.h"
+#include "onnx/shape_inference.h"
 
 namespace lnv::onnx_import {
 
@@ -59,7 +61,8 @@ void refuse_cycles(const ox::GraphProto& g, const std::string& file) {
   }
 }
 
-void run_checker(const ox::ModelProto& mp, const fs::path& model_dir, const std::string& file) {
+void check_onnx_model(ox::ModelProto& mp, const fs::path& model_dir, const std::string& file,
+                      OnnxCheck check) {
   try {
     if (!mp.ir_version()) throw ox::checker::ValidationError("The model does not have an ir_version set properly.");
     if (mp.ir_version() > ox::IR_VERSION) throw ox::checker::ValidationError("Your model ir_version is higher than the checker's.");
@@ -74,8 +77,9 @@ void run_checker(const ox::ModelProto& mp, const fs::path& model_dir, const std:
     ox::checker::LexicalScopeContext lex;
     ox::checker::check_graph(mp.graph(), ctx, lex);
     if (ctx.get_ir_version() >= 8) ox::checker::check_model_local_functions(mp, ctx, lex);
+    if (check == OnnxCheck::full) infer_onnx_shapes(mp, InferenceCheck::strict);
   } catch (const std::exception& e) {
-    throw ModelError(file, e.what());
+    throw ModelError(file, std::string("fails ONNX's checker: ") + e.what());
   }
 }
 }  // namespace lnv::onnx_import

@@ -405,7 +405,9 @@ TEST_F(OnnxReader, TheCheckersMessageIsShownAsIs) {
   ox::ModelProto m = identity_model();
   m.mutable_graph()->mutable_node(0)->set_op_type("NoSuchOp");
   const std::string err = load_error(write(m));
-  EXPECT_EQ(err.rfind((dir_ / "model" / "m.onnx").string() + ": No Op registered for NoSuchOp", 0), 0u) << err;
+  EXPECT_EQ(err.rfind((dir_ / "model" / "m.onnx").string() +
+                          ": fails ONNX's checker: No Op registered for NoSuchOp", 0),
+            0u) << err;
 }
 
 TEST_F(OnnxReader, SymbolicDimsAreBoundByNameOrNamedInTheError) {
@@ -428,7 +430,7 @@ TEST_F(OnnxReader, SymbolicDimsAreBoundByNameOrNamedInTheError) {
                   "input 'x': dim 1 has neither a size nor a name");
   m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
   // ONNX's checker requires the main graph's inputs to have a shape; its words.
-  EXPECT_CONTAINS(load_error(write(m)), "m.onnx: Field 'shape' of 'type' is required but missing.");
+  EXPECT_CONTAINS(load_error(write(m)), "m.onnx: fails ONNX's checker: Field 'shape' of 'type' is required but missing.");
 }
 
 // The free dims the CLI binds: the inputs' dim_params, each once, in order of use, not
