@@ -142,29 +142,72 @@ bool all_finite(const std::vector<Tensor<Mpfr>>& ts) {
   return true;
 }
 
-// Whether a and b hold the same model for the evaluators: the same inputs, params (values,
-// and the scaling and centering the evaluators apply), nodes as the model file writes
-// them, in the same order, and outputs. Then evaluating either on the same inputs and run
-// seed gives the same values, element by element.
+bool same_input(const Input& x, const Input& y) {
+  return x.name == y.name && x.shape == y.shape && x.dtype == y.dtype && x.range == y.range;
+}
+
+// Whether the evaluators read the same effective values from x and y.
+bool same_param(const Param& x, const Param& y) {
+  return !x.values_deferred && !y.values_deferred && x.name == y.name && x.shape == y.shape &&
+         x.values == y.values && x.center_axes == y.center_axes && x.scale == y.scale &&
+         x.scale_axis == y.scale_axis && x.scale_param == y.scale_param;
+}
+
+// Whether a and b hold the same model for the evaluators: the same inputs, params, nodes
+// as the model file writes them, in the same order, and outputs. Then evaluating either
+// on the same inputs and run seed gives the same values, element by element.
 bool same_model(const Graph& a, const Graph& b) {
   if (a.seed != b.seed || a.outputs != b.outputs || a.inputs.size() != b.inputs.size() ||
       a.params.size() != b.params.size() || a.nodes.size() != b.nodes.size())
     return false;
-  for (size_t i = 0; i < a.inputs.size(); ++i) {
-    const Input &x = a.inputs[i], &y = b.inputs[i];
-    if (x.name != y.name || x.shape != y.shape || x.dtype != y.dtype || x.range != y.range)
-      return false;
-  }
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    const Param &x = a.params[i], &y = b.params[i];
-    if (x.values_deferred || y.values_deferred || x.name != y.name || x.shape != y.shape ||
-        x.values != y.values || x.center_axes != y.center_axes || x.scale != y.scale ||
-        x.scale_axis != y.scale_axis || x.scale_param != y.scale_param)
-      return false;
-  }
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (!same_input(a.inputs[i], b.inputs[i])) return false;
+  for (size_t i = 0; i < a.params.size(); ++i)
+    if (!same_param(a.params[i], b.params[i])) return false;
   for (size_t i = 0; i < a.nodes.size(); ++i)
     if (node_to_json(a.nodes[i]) != node_to_json(b.nodes[i])) return false;
   return true;
+}
+
+// For each node of h, the index of the node of g that has its value on every trial, or
+// -1: a node of the same name, written the same, whose every input and param is g's (the
+// same input, a param with the same effective values, or such a node). Evaluations of h
+// and g on the same inputs and options agree on these nodes, so one can take them from
+// the other. A rewrite leaves everything upstream of what it changed so.
+std::vector<int32_t> shared_nodes(const Graph& h, const Graph& g) {
+  std::vector<int32_t> shared(h.nodes.size(), -1);
+  auto same_value = [&](const std::string& name) {
+    if (!g.has(name)) return false;
+    const ValueRef &a = h.ref(name), &b = g.ref(name);
+    if (a.kind != b.kind) return false;
+    switch (a.kind) {
+      case ValueRef::Kind::input: return same_input(h.inputs[a.index], g.inputs[b.index]);
+      case ValueRef::Kind::param: return same_param(h.params[a.index], g.params[b.index]);
+      case ValueRef::Kind::node: return shared[a.index] == b.index;
+    }
+    return false;
+  };
+  for (int32_t i : h.order) {
+    const Node& n = h.nodes[i];
+    if (!g.has(n.name) || g.ref(n.name).kind != ValueRef::Kind::node) continue;
+    const int32_t j = g.ref(n.name).index;
+    bool same = node_to_json(n) == node_to_json(g.nodes[j]);
+    for (const std::string& in : n.inputs) same = same && same_value(in);
+    for (const auto& [attr, param] : n.param_attrs()) same = same && same_value(param);
+    if (same) shared[i] = j;
+  }
+  return shared;
+}
+
+// The values of `from`'s nodes that an evaluation of h can take (shared_nodes), per node
+// of h.
+template <class T>
+std::vector<const Tensor<T>*> known_values(const std::vector<int32_t>& shared,
+                                           const eval::Evaluation<T>& from) {
+  std::vector<const Tensor<T>*> known;
+  known.reserve(shared.size());
+  for (int32_t j : shared) known.push_back(j >= 0 ? &from.nodes[j] : nullptr);
+  return known;
 }
 
 struct TensorDiff {
@@ -293,9 +336,14 @@ class Checker {
     return in;
   }
 
-  Run run_graph(const Graph& h, int k, bool with_grads) {
+  // With `shared` (shared_nodes(h, g_)), the nodes h shares with the original are taken
+  // from the original's run `from` of the same trial and precision.
+  Run run_graph(const Graph& h, int k, bool with_grads,
+                const std::vector<int32_t>* shared = nullptr, const Run* from = nullptr) {
     const eval::RunOptions ro{opt_.mode, trial_seed(k)};
-    Run r{eval::evaluate(h, inputs_for(h, k), ro), std::nullopt};
+    Run r{shared ? eval::evaluate(h, inputs_for(h, k), ro, known_values(*shared, from->ev))
+                 : eval::evaluate(h, inputs_for(h, k), ro),
+          std::nullopt};
     if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
     return r;
   }
@@ -328,12 +376,16 @@ class Checker {
 
   // ---- The double pre-pass (docs/verification.md, "Settling a difference in double").
 
-  BoundedRun run_bounded(const Graph& h, int k, bool with_grads) {
+  // With `shared`, as run_graph; `from` must be usable (its branches were certain).
+  BoundedRun run_bounded(const Graph& h, int k, bool with_grads,
+                         const std::vector<int32_t>* shared = nullptr,
+                         const BoundedRun* from = nullptr) {
     const eval::RunOptions ro{opt_.mode, trial_seed(k)};
     BoundedRun r;
     eval::reset_uncertain_branches();
     try {
-      r.ev = eval::evaluate(h, inputs_for<Bounded>(h, k), ro);
+      r.ev = shared ? eval::evaluate(h, inputs_for<Bounded>(h, k), ro, known_values(*shared, from->ev))
+                    : eval::evaluate(h, inputs_for<Bounded>(h, k), ro);
       if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
     } catch (const std::exception&) {
       return r;  // not usable: the exact path decides (and reports what it throws)
@@ -371,10 +423,11 @@ class Checker {
     const Graph& larger = h.nodes.size() > g_.nodes.size() ? h : g_;
     double estimate = 0.0;
     bool stopped = false;  // the estimate reached `far`: the comparison stops there
+    const std::vector<int32_t> shared = shared_nodes(h, g_);
     for (int k = 0; k < trials; ++k) {
       const BoundedRun& o = original_bounded(k);
       if (!o.usable) return std::nullopt;
-      const BoundedRun r = run_bounded(h, k, training());
+      const BoundedRun r = run_bounded(h, k, training(), &shared, &o);
       if (!r.usable) return std::nullopt;
       const double bound = rounding_bound(larger, bits, std::max(o.scale, r.scale));
       const double bound_estimate = rounding_bound(larger, bits, std::max(o.scale_estimate, r.scale_estimate));
@@ -406,11 +459,12 @@ class Checker {
     const unsigned bits = eval::mpfr_bits();
     // A rewrite that changed nothing (an empty plan) evaluates to the original's values.
     const bool unchanged = same_model(h, g_);
+    const std::vector<int32_t> shared = unchanged ? std::vector<int32_t>{} : shared_nodes(h, g_);
     Comparison c;
     for (int k = 0; k < (trials > 0 ? trials : opt_.trials); ++k) {
       const Run& o = original(k);
       std::optional<Run> own;
-      const Run& r = unchanged ? o : own.emplace(run_graph(h, k, training()));
+      const Run& r = unchanged ? o : own.emplace(run_graph(h, k, training(), &shared, &o));
       if (!all_finite(o.ev.nodes) || !all_finite(r.ev.nodes)) {
         c.finite = false;
         return c;
