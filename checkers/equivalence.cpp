@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -142,15 +143,28 @@ bool all_finite(const std::vector<Tensor<Mpfr>>& ts) {
   return true;
 }
 
+// Whether x and y are written the same in a model file. Compared as text, where -0.0 and
+// 0.0 differ (as JSON values they are equal, though a division tells them apart).
+bool same_node(const Node& x, const Node& y) {
+  return node_to_json(x).dump() == node_to_json(y).dump();
+}
+
 bool same_input(const Input& x, const Input& y) {
   return x.name == y.name && x.shape == y.shape && x.dtype == y.dtype && x.range == y.range;
+}
+
+// Bit for bit: -0.0 and 0.0 differ.
+bool same_bits(const std::vector<double>& x, const std::vector<double>& y) {
+  return x.size() == y.size() &&
+         (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
 }
 
 // Whether the evaluators read the same effective values from x and y.
 bool same_param(const Param& x, const Param& y) {
   return !x.values_deferred && !y.values_deferred && x.name == y.name && x.shape == y.shape &&
-         x.values == y.values && x.center_axes == y.center_axes && x.scale == y.scale &&
-         x.scale_axis == y.scale_axis && x.scale_param == y.scale_param;
+         same_bits(x.values, y.values) && x.center_axes == y.center_axes &&
+         same_bits(x.scale, y.scale) && x.scale_axis == y.scale_axis &&
+         x.scale_param == y.scale_param;
 }
 
 // Whether a and b hold the same model for the evaluators: the same inputs, params, nodes
@@ -165,7 +179,7 @@ bool same_model(const Graph& a, const Graph& b) {
   for (size_t i = 0; i < a.params.size(); ++i)
     if (!same_param(a.params[i], b.params[i])) return false;
   for (size_t i = 0; i < a.nodes.size(); ++i)
-    if (node_to_json(a.nodes[i]) != node_to_json(b.nodes[i])) return false;
+    if (!same_node(a.nodes[i], b.nodes[i])) return false;
   return true;
 }
 
@@ -191,7 +205,7 @@ std::vector<int32_t> shared_nodes(const Graph& h, const Graph& g) {
     const Node& n = h.nodes[i];
     if (!g.has(n.name) || g.ref(n.name).kind != ValueRef::Kind::node) continue;
     const int32_t j = g.ref(n.name).index;
-    bool same = node_to_json(n) == node_to_json(g.nodes[j]);
+    bool same = same_node(n, g.nodes[j]);
     for (const std::string& in : n.inputs) same = same && same_value(in);
     for (const auto& [attr, param] : n.param_attrs()) same = same && same_value(param);
     if (same) shared[i] = j;
