@@ -7,11 +7,15 @@
 //   bench_analysis_scale [max_nodes]     (default 1000000)
 //
 // Prints nodes, wall and CPU seconds and CPU microseconds per node for each size, with the per-LN term
-// lists off (they alone are quadratic: LnVerdict::terms of LN k has k entries).
+// lists off (they alone are quadratic: LnVerdict::terms of LN k has k entries), and memory:
+// the resident set holding the graph before the analysis, and how far the analysis raised
+// the peak above it (the plan included; Linux's /proc/self/status, its peak reset through
+// /proc/self/clear_refs before each analysis).
 #include <chrono>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "core/analysis/fold_plan.h"
@@ -61,24 +65,38 @@ lnv::Graph pre_norm_stack(int64_t blocks, int64_t width) {
   return g;
 }
 
+// A field of /proc/self/status in MB (VmRSS: resident now; VmHWM: the peak), or -1.
+double status_mb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::atof(line.c_str() + field.size() + 1) / 1024.0;
+  return -1.0;
+}
+
+// Starts the peak (VmHWM) over from the resident set now.
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t max_nodes = argc > 1 ? std::atoll(argv[1]) : 1000000;
-  std::printf("%10s %10s %10s %10s %12s %10s\n", "nodes", "foldable", "seconds", "cpu_s",
-              "cpu_us/node", "centered");
+  std::printf("%10s %10s %10s %10s %12s %10s %10s %12s\n", "nodes", "foldable", "seconds", "cpu_s",
+              "cpu_us/node", "centered", "graph_MB", "analysis_MB");
   for (int64_t target = 10000; target <= max_nodes; target *= 10) {
     const int64_t blocks = (target - 2) / 5;
     const lnv::Graph g = pre_norm_stack(blocks, 8);
+    reset_peak();
+    const double graph_mb = status_mb("VmRSS");
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
     const lnv::FoldPlan plan = lnv::detect_foldable(g, lnv::Mode::inference, {false});
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::printf("%10zu %10zu %10.3f %10.3f %12.3f %10zu\n", g.nodes.size(),
+    const double analysis_mb = status_mb("VmHWM") - graph_mb;
+    std::printf("%10zu %10zu %10.3f %10.3f %12.3f %10zu %10.0f %12.0f\n", g.nodes.size(),
                 plan.foldable_count(lnv::Mode::inference), s, cpu,
-                1e6 * cpu / double(g.nodes.size()), plan.center.size());
+                1e6 * cpu / double(g.nodes.size()), plan.center.size(), graph_mb, analysis_mb);
     std::fflush(stdout);
   }
   return 0;

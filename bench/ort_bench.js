@@ -3,9 +3,11 @@
 // the reference (the original), the others its folds. One configuration per call:
 //
 //   node bench/ort_bench.js --seq N --threads T --repeats R [--profile-runs P] [--vocab V] \
-//        LABEL=MODEL.onnx LABEL=MODEL.onnx ...
+//        [--image S] LABEL=MODEL.onnx LABEL=MODEL.onnx ...
 //
-// The input is one row of N token ids (int64, batch 1, seeded, below V). After a warm-up
+// The input is one row of N token ids (int64, batch 1, seeded, below V), or with --image S
+// one S×S RGB image (float32 [1, 3, S, S], seeded values in [-1, 1]; N is then only the
+// token count the report shows). After a warm-up
 // run of each, the models run interleaved (A, B, C, A, B, C, ...) R times; each model's
 // wall time per run is summarised as median, min and max, and divided by the reference's
 // median. Each model also runs P + 1 times in a separate session with ORT's profiler on; the
@@ -35,9 +37,9 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const opts = { seq: 128, threads: 1, repeats: 10, profileRuns: 3, vocab: 30522, models: [] };
+  const opts = { seq: 128, threads: 1, repeats: 10, profileRuns: 3, vocab: 30522, image: 0, models: [] };
   const numeric = { '--seq': 'seq', '--threads': 'threads', '--repeats': 'repeats',
-                    '--profile-runs': 'profileRuns', '--vocab': 'vocab' };
+                    '--profile-runs': 'profileRuns', '--vocab': 'vocab', '--image': 'image' };
   for (let i = 0; i < argv.length; ++i) {
     if (argv[i] in numeric) {
       const v = Number(argv[++i]);
@@ -74,6 +76,17 @@ function tokenIds(ort, seq, vocab) {
     ids[i] = BigInt(s % vocab);
   }
   return new ort.Tensor('int64', ids, [1, seq]);
+}
+
+// An image from the same sequence, scaled to [-1, 1].
+function image(ort, size) {
+  const px = new Float32Array(3 * size * size);
+  let s = 12345;
+  for (let i = 0; i < px.length; ++i) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    px[i] = s / 1073741824 - 1;
+  }
+  return new ort.Tensor('float32', px, [1, 3, size, size]);
 }
 
 function sessionOptions(threads, profile, optimizedFile) {
@@ -188,7 +201,8 @@ function normTimes(trace, replaced, residual) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const ort = loadOrt();
-  const feedsFor = (session) => ({ [session.inputNames[0]]: tokenIds(ort, opts.seq, opts.vocab) });
+  const input = opts.image ? image(ort, opts.image) : tokenIds(ort, opts.seq, opts.vocab);
+  const feedsFor = (session) => ({ [session.inputNames[0]]: input });
 
   const sessions = [];
   for (const m of opts.models) sessions.push(await ort.InferenceSession.create(m.file, sessionOptions(opts.threads, false)));

@@ -21,6 +21,14 @@
 namespace lnv::check {
 
 // Sets the MPFR precision (eval::set_mpfr_bits) for a scope.
+//
+// The precision is one process-wide number (Boost 1.74 keeps MPFR's default precision in a
+// static), read by every Mpfr the evaluators create. Threads that evaluate side by side at
+// the current precision each hold a SharedPrecision; a Precision made on such a thread
+// first waits until no other thread holds one (they finish their work at the old
+// precision, and none starts until it is done), so the change is seen by its own thread
+// alone, and the others resume at the old precision when it ends. On a thread without a
+// SharedPrecision, a Precision just sets the precision, as before there were threads.
 class Precision {
  public:
   explicit Precision(unsigned bits);
@@ -29,7 +37,17 @@ class Precision {
   Precision& operator=(const Precision&) = delete;
 
  private:
-  unsigned saved_;
+  unsigned saved_ = 0;
+};
+
+// Evaluations at the current precision on this thread, side by side with other threads
+// holding one; see Precision.
+class SharedPrecision {
+ public:
+  SharedPrecision();
+  ~SharedPrecision();
+  SharedPrecision(const SharedPrecision&) = delete;
+  SharedPrecision& operator=(const SharedPrecision&) = delete;
 };
 
 // A difference measured between two evaluations at one precision.

@@ -4,14 +4,17 @@
 #include "checkers/equivalence.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -319,22 +322,57 @@ class Checker {
     rep.layer_norms = plan.layer_norms.size();
     rep.foldable = plan.foldable_count(opt_.mode);
     const int m = static_cast<int>(opt_.mode);
-    const int64_t total = int64_t(plan.layer_norms.size()) + 1;
-    auto done = [&] {
-      if (opt_.progress) opt_.progress(int64_t(rep.results.size()), total);
-    };
-    for (const LnVerdict& v : plan.layer_norms) {
-      rep.results.push_back(v.foldable[m] ? ln_exact(plan, v) : ln_tight(plan, v));
-      done();
-    }
-    rep.results.push_back(exact("plan_exact", "plan", plan));
-    done();
+    // The checks, one per LN and then the plan's, each independent of the others: run on
+    // opt.jobs threads, each result in its place.
+    const size_t lns = plan.layer_norms.size();
+    rep.results.resize(lns + 1);
+    for_each_check(lns + 1, [&](size_t i) {
+      if (i == lns) {
+        rep.results[i] = exact("plan_exact", "plan", plan);
+        return;
+      }
+      const LnVerdict& v = plan.layer_norms[i];
+      rep.results[i] = v.foldable[m] ? ln_exact(plan, v) : ln_tight(plan, v);
+    });
     if (opt_.mode == Mode::training && opt_.drift) rep.drift = drift(detect, plan);
     return rep;
   }
 
  private:
+  // Runs check(i) for i < n on opt.jobs threads (this one among them), the progress
+  // reported after each; the first exception in check order is rethrown.
+  void for_each_check(size_t n, const std::function<void(size_t)>& check) {
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> errors(n);
+    int64_t done = 0;
+    auto work = [&] {
+      for (size_t i; (i = next++) < n;) {
+        try {
+          SharedPrecision shared;
+          check(i);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(report_mutex_);
+        if (opt_.progress) opt_.progress(++done, int64_t(n));
+      }
+    };
+    std::vector<std::thread> threads;
+    const size_t extra = std::min(n, size_t(std::max(opt_.jobs, 1))) - 1;
+    for (size_t t = 0; t < extra; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
   bool training() const { return opt_.mode == Mode::training; }
+
+  void count(int64_t CheckCounters::*counter) {
+    if (!opt_.counters) return;
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    ++(opt_.counters->*counter);
+  }
   uint64_t trial_seed(int k) const { return opt_.seed + static_cast<uint64_t>(k); }
 
   // Inputs of trial k for graph h, drawn for the original's inputs and matched by name.
@@ -362,8 +400,10 @@ class Checker {
     return r;
   }
 
-  // The original's run of trial k at the current precision (cached per precision).
+  // The original's run of trial k at the current precision (cached per precision; the
+  // threads of for_each_check share it, one computing while the others wait).
   const Run& original(int k) {
+    std::lock_guard<std::mutex> lock(originals_mutex_);
     auto& cache = originals_[eval::mpfr_bits()];
     auto it = cache.find(k);
     if (it == cache.end()) it = cache.emplace(k, run_graph(g_, k, training())).first;
@@ -419,6 +459,7 @@ class Checker {
   }
 
   const BoundedRun& original_bounded(int k) {
+    std::lock_guard<std::mutex> lock(originals_mutex_);
     auto it = bounded_originals_.find(k);
     if (it == bounded_originals_.end())
       it = bounded_originals_.emplace(k, run_bounded(g_, k, training())).first;
@@ -688,7 +729,7 @@ class Checker {
       // pre-pass proves that difference.
       std::optional<double> settled;
       if (opt_.double_prepass) settled = settled_different(h, far, opt_.trials + kExtraTightTrials);
-      if (opt_.counters) ++(settled ? opt_.counters->settled_in_double : opt_.counters->measured_exactly);
+      count(settled ? &CheckCounters::settled_in_double : &CheckCounters::measured_exactly);
       if (settled) {
         settled_folds.emplace_back(fold, *settled);
         continue;
@@ -866,6 +907,8 @@ class Checker {
   unsigned bits_ = 0;
   std::map<unsigned, std::map<int, Run>> originals_;  // per precision, per trial
   std::map<int, BoundedRun> bounded_originals_;        // per trial
+  std::mutex originals_mutex_;  // guards the two caches above
+  std::mutex report_mutex_;     // guards opt.counters and the progress count
   using PlanKey = std::tuple<Mode, std::vector<std::string>, std::vector<CenterTerm>>;
   std::deque<std::pair<PlanKey, ExactMeasurement>> exact_measured_;  // see measure_exact
   std::mutex exact_mutex_;

@@ -75,6 +75,9 @@ struct CheckOptions {
   // tests hold the pre-pass to). Either way the outcomes and the reported fold are the same.
   bool double_prepass = true;
   CheckCounters* counters = nullptr;  // if set, incremented per forced fold
+  // Threads that run the checks (one per LN, and the plan's) side by side; the report is
+  // the same for every count.
+  int jobs = 1;
   // Called after each check with (checks done, checks in all); a progress bar (cli/terminal.h).
   std::function<void(int64_t done, int64_t total)> progress;
 };

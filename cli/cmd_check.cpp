@@ -1,5 +1,5 @@
 // `lnverify check MODEL.json [--mode inference|training] [--bits N] [--trials K] [--seed S]
-// [--json F] [--junit F] [--format text|markdown] [--engine exact|torch]`: proves the
+// [--jobs N] [--json F] [--junit F] [--format text|markdown] [--engine exact|torch]`: proves the
 // analysis' verdicts on a model by exact evaluation
 // (checkers/equivalence.h): every foldable LN folds exactly, every "not foldable" is
 // tight, the whole plan is exact (and in training mode, gradients too).
@@ -182,6 +182,11 @@ Action setup(CLI::App& sub) {
   sub.add_option("--forced-folds", st->opt.max_forced_folds,
                  "forced folds tried per LN judged not foldable (default 64)")
       ->check(CLI::Range(1, 1 << 20));
+  st->opt.jobs = default_jobs();
+  sub.add_option("--jobs", st->opt.jobs,
+                 "threads running the checks side by side (default: the number of cores); "
+                 "the report does not depend on it")
+      ->check(CLI::Range(1, 1024));
   sub.add_option("--json", st->json, "also write the report as JSON to this file");
   add_report_outputs(sub, st->reports, true);
   sub.add_option("--junit", st->junit,

@@ -44,8 +44,15 @@ template <class T>
 int run(const Graph& g, const Options& opt, const std::string& precision) {
   const eval::RunOptions ro{opt.mode == "training" ? Mode::training : Mode::inference, opt.seed};
   const eval::Evaluation<T> ev = eval::evaluate(g, eval::random_inputs<T>(g, opt.seed), ro);
-  report::EvalReport rep{g.name, opt.mode, precision, opt.seed, opt.bits,
-                         g.inputs.size(), g.params.size(), g.nodes.size()};
+  report::EvalReport rep;
+  rep.model = g.name;
+  rep.mode = opt.mode;
+  rep.precision = precision;
+  rep.seed = opt.seed;
+  rep.bits = opt.bits;
+  rep.inputs = g.inputs.size();
+  rep.params = g.params.size();
+  rep.nodes = g.nodes.size();
   for (size_t k = 0; k < g.outputs.size(); ++k)
     rep.outputs.push_back(eval_tensor(g.outputs[k], ev.outputs[k]));
   std::cout << report::eval_outputs_text(rep);

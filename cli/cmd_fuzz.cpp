@@ -72,11 +72,6 @@ struct Options {
   std::string json;   // the lnverify.fuzz report
   Shard shard;
   int jobs = default_jobs();
-
-  static int default_jobs() {
-    const unsigned n = std::thread::hardware_concurrency();
-    return n == 0 ? 1 : static_cast<int>(n);
-  }
 };
 
 // The command that replays case `case_seed` with this campaign's settings.

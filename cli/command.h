@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,12 @@ struct Command {
 };
 
 std::vector<Command>& registry();
+
+// The default of a --jobs option: the cores.
+inline int default_jobs() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
 
 // Option checks CLI11 lacks. A seed: CLI11 reads a uint64 with strtoull, which wraps "-1"
 // and saturates past 2^64 - 1, so the text is checked first.

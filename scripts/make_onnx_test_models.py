@@ -263,13 +263,17 @@ def export(model, example, input_name, dynamic, path, opset):
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
 
 
-def export_external(model, vocab, out, name):
-    """`model` exported (opset 17, input_ids [batch, seq] below `vocab`) as out/NAME.onnx,
-    its tensors of 1 KiB or more in out/NAME.onnx.data: the real-size benchmark models."""
+def export_external(model, vocab, out, name, example=None):
+    """`model` exported (opset 17, input_ids [batch, seq] below `vocab`, or with `example`
+    images [batch, 3, H, W]) as out/NAME.onnx, its tensors of 1 KiB or more in
+    out/NAME.onnx.data: the real-size benchmark models."""
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, name + "_inline.onnx")
-    export(model, torch.randint(0, vocab, (1, 8)), "input_ids", {0: "batch", 1: "seq"}, tmp, 17)
+    if example is None:
+        export(model, torch.randint(0, vocab, (1, 8)), "input_ids", {0: "batch", 1: "seq"}, tmp, 17)
+    else:
+        export(model, example, "images", {0: "batch"}, tmp, 17)
     m = onnx.load(tmp)
     path = os.path.join(out, name + ".onnx")
     onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,

@@ -184,5 +184,67 @@ TEST(CheckPrepass, NearMissWronglyFoldedFails) {
   }
 }
 
+// Several near misses side by side, x -> h_i = linear(x); a_i = h_i + q_i * x -> ln_i, with
+// q_i = factors[i]: LN i's forced fold misses by about factors[i] relative.
+Graph near_misses(const std::vector<double>& factors) {
+  nlohmann::json j = {{"format", "lnverify.model"}, {"version", 1}, {"name", "near_misses"}};
+  j["inputs"] = nlohmann::json::parse(R"([{"name": "x", "shape": [2, 3, 6], "dtype": "float"}])");
+  j["params"] = nlohmann::json::array();
+  j["nodes"] = nlohmann::json::array();
+  j["outputs"] = nlohmann::json::array();
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const std::string k = std::to_string(i);
+    j["params"].push_back({{"name", "W" + k}, {"shape", {6, 6}}, {"init", {{"dist", "normal"}, {"std", 0.5}}}});
+    j["params"].push_back({{"name", "q" + k}, {"shape", {1}}, {"data", {factors[i]}}});
+    j["nodes"].push_back({{"name", "h" + k}, {"op", "linear"}, {"inputs", {"x"}}, {"weight", "W" + k}});
+    j["nodes"].push_back({{"name", "s" + k}, {"op", "mul"}, {"inputs", {"x", "q" + k}}});
+    j["nodes"].push_back({{"name", "a" + k}, {"op", "add"}, {"inputs", {"h" + k, "s" + k}}});
+    j["nodes"].push_back({{"name", "ln" + k}, {"op", "layer_norm"}, {"inputs", {"a" + k}}, {"axes", {-1}}});
+    j["outputs"].push_back("ln" + k);
+  }
+  return parse_model(j, "");
+}
+
+// The checks run on threads give the report and the counters one thread gives, also when
+// checks raise the precision side by side (a near miss at 1e-60 is measured again at twice
+// the bits, and a wrongly folded one is judged at twice the bits), in both modes.
+TEST(CheckPrepass, ThreadsGiveTheOneThreadReport) {
+  const Graph g = near_misses({1e-60, 1e-30, 1e-60, 0.0, 1e-60, 1e-10});
+  const check::Detector wrong = [](const Graph& h, Mode m) {
+    FoldPlan p = detect_foldable(h, m);
+    p.fold.clear();
+    p.center.clear();
+    for (size_t i = 0; i < p.layer_norms.size(); i += 2) {  // every other LN wrongly folded
+      LnVerdict& v = p.layer_norms[i];
+      CenterTerm t;
+      t.node = "h" + v.name.substr(2);
+      v.foldable = {true, true};
+      v.terms = {t};
+      v.conflicts = {};
+      p.fold.push_back(v.name);
+      p.center.push_back(t);
+    }
+    return p;
+  };
+  for (const Mode mode : {Mode::inference, Mode::training})
+    for (const check::Detector& detect : {check::real_detector(), wrong}) {
+      check::CheckCounters one_counters;
+      check::CheckOptions one;
+      one.mode = mode;
+      one.counters = &one_counters;
+      const std::string expected = nlohmann::json(check::check_model(g, one, detect)).dump();
+      for (int jobs : {2, 3, 8}) {
+        SCOPED_TRACE(std::string(mode_name(mode)) + ", jobs " + std::to_string(jobs));
+        check::CheckCounters counters;
+        check::CheckOptions opt = one;
+        opt.jobs = jobs;
+        opt.counters = &counters;
+        EXPECT_EQ(nlohmann::json(check::check_model(g, opt, detect)).dump(), expected);
+        EXPECT_EQ(counters.settled_in_double, one_counters.settled_in_double);
+        EXPECT_EQ(counters.measured_exactly, one_counters.measured_exactly);
+      }
+    }
+}
+
 }  // namespace
 }  // namespace lnv

@@ -12,6 +12,9 @@ namespace lnv::analysis::detail {
 Analyzer::Analyzer(const Graph& g, Mode mode)
     : g_(g),
       mode_(mode),
+      ops_(g.nodes.size()),
+      norm_masks_(g.nodes.size(), 0),
+      size1_masks_(g.nodes.size(), 0),
       means_(g.nodes.size()),
       safe_(g.nodes.size()),
       producer_terms_(g.nodes.size(), -1) {
@@ -20,14 +23,28 @@ Analyzer::Analyzer(const Graph& g, Mode mode)
   for (size_t i = 0; i < n; ++i)
     if (g.node_shapes[i].size() > 63)
       throw ModelError(g.nodes[i].name, "the analysis supports tensors of rank up to 63");
-  uses_.assign(n, {});
-  for (size_t c = 0; c < n; ++c)
-    for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
-      const ValueRef& r = g.node_inputs[c][k];
-      // A where never picking operand k does not read it: no use, for liveness and safety.
-      if (r.kind == ValueRef::Kind::node && reads_operand(int32_t(c), k))
-        uses_[r.index].push_back({int32_t(c), int32_t(k)});
-    }
+  for (size_t i = 0; i < n; ++i) {
+    ops_[i] = g.nodes[i].op;
+    size1_masks_[i] = size1_mask(g.node_shapes[i]);
+    if (has_norm_mask(ops_[i]))
+      norm_masks_[i] = mask_of(normalize_axes(g.nodes[i].axes, int64_t(g.node_shapes[i].size()),
+                                              g.nodes[i].name));
+  }
+  auto for_each_use = [&](auto&& fn) {
+    for (size_t c = 0; c < n; ++c)
+      for (size_t k = 0; k < g.node_inputs[c].size(); ++k) {
+        const ValueRef& r = g.node_inputs[c][k];
+        // A where never picking operand k does not read it: no use, for liveness and safety.
+        if (r.kind == ValueRef::Kind::node && reads_operand(int32_t(c), k))
+          fn(size_t(r.index), int32_t(c), int32_t(k));
+      }
+  };
+  use_start_.assign(n + 1, 0);
+  for_each_use([&](size_t v, int32_t, int32_t) { ++use_start_[v + 1]; });
+  for (size_t v = 0; v < n; ++v) use_start_[v + 1] += use_start_[v];
+  use_list_.resize(size_t(use_start_[n]));
+  std::vector<int32_t> next(use_start_.begin(), use_start_.end() - 1);
+  for_each_use([&](size_t v, int32_t c, int32_t k) { use_list_[size_t(next[v]++)] = {c, k}; });
   is_output_.assign(n, false);
   for (const ValueRef& r : g.output_refs)
     if (r.kind == ValueRef::Kind::node) is_output_[r.index] = true;
@@ -44,7 +61,7 @@ Analyzer::Analyzer(const Graph& g, Mode mode)
       zero[v] = structurally_zero(v, zero, trust);
       // Uniform axes of each reading, in the same order (an LN of a value uniform along
       // its axes outputs its bias).
-      sums.add(g, v, zero, mode);
+      sums.add(g, v, ops_[size_t(v)], zero, mode);
       uniform[v] = uniform_axes(v, zero, uniform, sums);
       // A mean that is one constant is uniform along every axis.
       if (constant_mean(v, trust)) uniform[v] = all_axes(g.node_shapes[v].size());
@@ -70,9 +87,11 @@ bool Analyzer::trusts(const Trust& t, int32_t ln) const {
 
 ValueRef Analyzer::alias(ValueRef r) const {
   while (r.kind == ValueRef::Kind::node) {
+    const Op op = op_of(r.index);
+    if (op != Op::dropout && op != Op::scale) break;
     const Node& n = g_.nodes[r.index];
-    const bool identity = (n.op == Op::dropout && (mode_ == Mode::inference || n.p == 0.0)) ||
-                          (n.op == Op::scale && n.factor == 1.0);
+    const bool identity = (op == Op::dropout && (mode_ == Mode::inference || n.p == 0.0)) ||
+                          (op == Op::scale && n.factor == 1.0);
     if (!identity) break;
     r = g_.node_inputs[r.index][0];
   }

@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -205,10 +206,20 @@ WhereSelect where_select(const Graph& g, int32_t n);
 struct SumForms {
   using Atom = ValueRef;
   static constexpr size_t kMaxAtoms = 8;
-  std::vector<std::vector<std::pair<Atom, double>>> form;
-  std::vector<char> combined;  // form[v] holds v's combination (empty: v is 0)
-  explicit SumForms(size_t n) : form(n), combined(n, 0) {}
-  void add(const Graph& g, int32_t v, const std::vector<bool>& zero, Mode mode);
+  std::vector<char> combined;  // form(v) holds v's combination (empty: v is 0)
+  explicit SumForms(size_t n) : combined(n, 0), start_(n, 0), count_(n, 0) {}
+  std::span<const std::pair<Atom, double>> form(int32_t v) const {
+    return {atoms_.data() + start_[size_t(v)], count_[size_t(v)]};
+  }
+  // Adds node v, whose op is `op`.
+  void add(const Graph& g, int32_t v, Op op, const std::vector<bool>& zero, Mode mode);
+
+ private:
+  // The combinations, one after another in the order added: form(v) is count_[v] atoms
+  // from atoms_[start_[v]].
+  std::vector<std::pair<Atom, double>> atoms_;
+  std::vector<uint32_t> start_;
+  std::vector<uint8_t> count_;
 };
 
 class Analyzer {
@@ -259,8 +270,17 @@ class Analyzer {
   // The deviation of a param term entering node c by operand k (or the norm's bias slot,
   // k = -1) constant along u (operand coordinates; output coordinates for k = -1).
   Safety injected_safety(int32_t c, int k, Mask u);
+  // The axes node n averages or normalizes over (its `axes`, normalized to its output's
+  // rank), computed once for each norm and center.
+  Mask norm_axes(int32_t n) const {
+    if (has_norm_mask(op_of(n))) return norm_masks_[size_t(n)];
+    return analysis::mask_of(normalize_axes(g_.nodes[n].axes, int64_t(out_shape(n).size()),
+                                            g_.nodes[n].name));
+  }
   // u with v's size-1 axes added (a deviation is constant along them anyway).
-  Mask canon_u(int32_t v, Mask u) const { return u | analysis::size1_mask(g_.node_shapes[v]); }
+  Mask canon_u(int32_t v, Mask u) const { return u | size1_of(v); }
+  // size1_mask of node v's output, computed once per node.
+  Mask size1_of(int32_t v) const { return size1_masks_[size_t(v)]; }
 
   // What node c does with a deviation constant along u (operand coordinates) entering by
   // operand k.
@@ -274,8 +294,21 @@ class Analyzer {
 
   const Graph& g_;
   Mode mode_;
+  // Each node's op, packed: the passes read it for every node and use, and a Node is large
+  // (its attributes and names), so reading it from g_.nodes costs a cache miss each time.
+  std::vector<Op> ops_;
+  // norm_axes of each norm and center (shape inference has checked their axes against the
+  // input's rank, which is the output's), 0 for other nodes.
+  std::vector<Mask> norm_masks_;
+  std::vector<Mask> size1_masks_;  // size1_of
+  static bool has_norm_mask(Op op) {
+    return op == Op::layer_norm || op == Op::rms_norm || op == Op::center;
+  }
   FormPool pool_;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> uses_;
+  // Each value's uses (consumer, operand), in consumer order: value v's are
+  // use_list_[use_start_[v] .. use_start_[v + 1]) (one array, not a vector per value).
+  std::vector<int32_t> use_start_;
+  std::vector<std::pair<int32_t, int32_t>> use_list_;
   std::vector<bool> is_output_, live_, zero_, live_strict_, zero_strict_;
   std::vector<Mask> uniform_, uniform_strict_;  // per reading, like zero_ / zero_strict_
   // The strict reading's sum forms: identities no rewrite changes (the safety pass reads
@@ -292,21 +325,21 @@ class Analyzer {
   bool stale_ = false;
 
   // --- small helpers shared by every file ---
+  Op op_of(int32_t n) const { return ops_[size_t(n)]; }
+  std::span<const std::pair<int32_t, int32_t>> uses(int32_t v) const {
+    return {use_list_.data() + use_start_[size_t(v)], use_list_.data() + use_start_[size_t(v) + 1]};
+  }
   const Shape& in_shape(int32_t n, int k) const { return g_.shape_of(g_.node_inputs[n][k]); }
   const Shape& out_shape(int32_t n) const { return g_.node_shapes[n]; }
   bool input_is_param(int32_t n, int k) const {
     return g_.node_inputs[n][k].kind == ValueRef::Kind::param;
-  }
-  Mask norm_axes(int32_t n) const {
-    return analysis::mask_of(normalize_axes(g_.nodes[n].axes, int64_t(out_shape(n).size()),
-                                            g_.nodes[n].name));
   }
   // The value a ref equals by construction: through identities (an inference dropout, a
   // dropout with p = 0, a scale by 1).
   ValueRef alias(ValueRef r) const;
   // Whether node c's output depends on its operand k (not: a where that never picks it).
   bool reads_operand(int32_t c, size_t k) const {
-    return g_.nodes[c].op != Op::where || select_of(c).picks[k];
+    return op_of(c) != Op::where || select_of(c).picks[k];
   }
   // where_select of where node n, computed once.
   const WhereSelect& select_of(int32_t n) const {

@@ -151,8 +151,19 @@ class BiasMovePlanner {
 
 }  // namespace
 
-void plan_bias_moves(const Graph& g, FoldPlan& plan) {
+void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>& ln_nodes) {
   const BiasMovePlanner planner(g, plan);
+  // Without an rnn's norm (named "<rnn>.norm", a name a node may also have), each verdict
+  // is its own node's and is in plan.fold exactly when foldable in the plan's mode: no
+  // name need be looked up.
+  if (std::find(ln_nodes.begin(), ln_nodes.end(), -1) == ln_nodes.end()) {
+    for (size_t i = 0; i < plan.layer_norms.size(); ++i) {
+      LnVerdict& v = plan.layer_norms[i];
+      v.bias = {};
+      if (v.foldable[static_cast<int>(plan.mode)]) v.bias = planner.judge(ln_nodes[i]);
+    }
+    return;
+  }
   std::unordered_set<std::string_view> folded;
   folded.reserve(plan.fold.size());
   folded.insert(plan.fold.begin(), plan.fold.end());

@@ -277,10 +277,7 @@ ModeVerdict judge_ln(Analyzer& an, Reasoner& why, int32_t n, const std::string& 
     v.foldable = true;
     return v;
   }
-  const Mask b =
-      analysis::mask_of(normalize_axes(g.nodes[n].axes, int64_t(g.node_shapes[n].size()),
-                                       g.nodes[n].name));
-  v.form = an.operand_mean(n, 0, b);
+  v.form = an.operand_mean(n, 0, an.norm_axes(n));
   FormPool& pool = an.pool();
   v.opaque = pool.opaque_count(v.form) > 0;
   if (const Entry* e = pool.first_bad(v.form)) {
@@ -419,23 +416,29 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
 
   FoldPlan plan;
   plan.mode = mode;
-  std::vector<bool> seen_nodes;
+  std::vector<char> seen_nodes;
   std::vector<char> centered_terms;  // per term of the plan's analyzer: given to add_center
   // Per mode: the producers centered for the LNs foldable in that mode.
   std::array<std::vector<char>, 2> centered_producers{std::vector<char>(g.nodes.size(), 0),
                                                       std::vector<char>(g.nodes.size(), 0)};
-  std::array<std::vector<bool>, 2> seen_by_mode;
+  std::array<std::vector<char>, 2> seen_by_mode;
   std::vector<int32_t> ln_nodes;  // per entry of plan.layer_norms: its node (-1: an rnn's norm)
   const size_t norm_count = size_t(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
     return n.op == Op::layer_norm || n.op == Op::rnn;
   }));
-  plan.layer_norms.reserve(norm_count);
+  plan.layer_norms.reserve(norm_count);  // each LN's verdict is filled in place
   ln_nodes.reserve(norm_count);
-  std::set<std::tuple<int, std::string, std::string, std::string>> center_keys;
-  auto add_center = [&](const CenterTerm& t) {
-    if (center_keys.insert({int(t.kind), t.node, t.param, t.slot}).second) {
+  // A term is added once per key: a producer term per node (`producer`, its node), a
+  // param term per (node, param, slot).
+  std::vector<char> producer_centered(g.nodes.size(), 0);
+  std::set<std::tuple<std::string, std::string, std::string>> param_keys;
+  auto add_center = [&](const CenterTerm& t, int32_t producer) {
+    if (t.kind == CenterTerm::Kind::producer) {
+      if (!producer_centered[size_t(producer)]) plan.center.push_back(t);
+      producer_centered[size_t(producer)] = 1;
+    } else if (param_keys.insert({t.node, t.param, t.slot}).second) {
       plan.center.push_back(t);
-    } else if (t.kind == CenterTerm::Kind::param) {
+    } else {
       merge_term(plan.center, t);  // rare: the same param use under several LNs
     }
   };
@@ -453,16 +456,16 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
         t.kind = CenterTerm::Kind::producer;
         t.node = node.name;
         v.terms.push_back(t);
-        add_center(t);
+        add_center(t, n);
       }
       v.term_count = v.terms.size();
-      plan.layer_norms.push_back(v);
+      plan.layer_norms.push_back(std::move(v));
       ln_nodes.push_back(-1);
-      plan.fold.push_back(v.name);
       continue;
     }
     if (node.op != Op::layer_norm) continue;
-    LnVerdict v;
+    LnVerdict& v = plan.layer_norms.emplace_back();
+    ln_nodes.push_back(n);
     v.name = node.name;
     v.node = node.name;
     Form plan_form;
@@ -470,8 +473,8 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
       if (m == 1 && same_modes) continue;  // copied from inference after the dead-fold pass
       ModeVerdict mv = judge_ln(*by_mode[m], *reasoners[m], n, node.name);
       v.foldable[m] = mv.foldable;
-      v.reason[m] = mv.reason;
-      v.path[m] = mv.path;
+      v.reason[m] = std::move(mv.reason);
+      v.path[m] = std::move(mv.path);
       if (mv.foldable) {
         Analyzer& am = *by_mode[m];
         am.pool().visit_unseen(mv.form, seen_by_mode[m], [&](const Entry& e) {
@@ -489,7 +492,6 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
     v.term_count = an.pool().size(plan_form) - an.pool().opaque_count(plan_form);
     if (options.list_terms) v.terms = terms_of(an, plan_form);
     if (v.foldable[pm]) {
-      plan.fold.push_back(v.name);
       // A term added once is added again without effect (its key is known, and merging a
       // param term into what it already merged into changes nothing): skipped.
       an.pool().visit_unseen(plan_form, seen_nodes, [&](const Entry& e) {
@@ -497,11 +499,10 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
         if (size_t(e.ref) >= centered_terms.size()) centered_terms.resize(an.terms().size(), 0);
         if (centered_terms[size_t(e.ref)]) return;
         centered_terms[size_t(e.ref)] = 1;
-        add_center(an.terms()[e.ref].term);
+        const Term& t = an.terms()[e.ref];
+        add_center(t.term, t.producer);
       });
     }
-    plan.layer_norms.push_back(std::move(v));
-    ln_nodes.push_back(n);
   }
   for (int m = 0; m < (same_modes ? 1 : 2); ++m)
     fold_dead_behind_lns(*by_mode[m], m, centered_producers[m], ln_nodes, plan);
@@ -515,7 +516,7 @@ FoldPlan detect_foldable(const Graph& g, Mode mode, const DetectOptions& options
   plan.fold.clear();
   for (const LnVerdict& v : plan.layer_norms)
     if (v.foldable[pm]) plan.fold.push_back(v.name);
-  plan_bias_moves(g, plan);
+  plan_bias_moves(g, plan, ln_nodes);
   return plan;
 }
 

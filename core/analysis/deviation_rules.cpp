@@ -79,7 +79,7 @@ WhereSelect where_select(const Graph& g, int32_t n) {
 }
 
 EdgeResult Analyzer::edge(int32_t c, int k, Mask u) {
-  const Op op = g_.nodes[c].op;
+  const Op op = op_of(c);
   switch (op_family(op)) {
     case OpFamily::weighted_producer:
       switch (family_member<WeightedOp>(op)) {
@@ -210,7 +210,7 @@ EdgeResult Analyzer::matmul_edge(int32_t c, int k, Mask u) {
 // Deviations add; sub(a, a) and sub(v, mean(v)) over axes of u cancel.
 EdgeResult Analyzer::sum_edge(int32_t c, int k, Mask u) {
   const auto& ins = g_.node_inputs[c];
-  if (g_.nodes[c].op == Op::sub && alias(ins[0]) == alias(ins[1])) return absorbs();
+  if (op_of(c) == Op::sub && alias(ins[0]) == alias(ins[1])) return absorbs();
   const ValueRef& self = ins[k];
   if (self.kind == ValueRef::Kind::node && cancels_with_mean(c, self.index, u)) return absorbs();
   const Shape& in = in_shape(c, k);
@@ -221,7 +221,7 @@ EdgeResult Analyzer::sum_edge(int32_t c, int k, Mask u) {
 
 // Scaled elementwise by the other operand: constant only along the axes the factor is.
 EdgeResult Analyzer::product_edge(int32_t c, int k, Mask u) {
-  if (g_.nodes[c].op == Op::div && k == 1) return breaks(BreakKind::denominator);
+  if (op_of(c) == Op::div && k == 1) return breaks(BreakKind::denominator);
   const Shape& in = in_shape(c, k);
   const size_t R = out_shape(c).size();
   const Mask mine = operand_to_out(u, in.size(), R) | broadcast_const_axes(in, R);
@@ -334,7 +334,7 @@ EdgeResult Analyzer::concat_edge(int32_t c, int, Mask u) {
 
 ValueRef Analyzer::copy_root(ValueRef x, int64_t axis) const {
   x = alias(x);
-  while (x.kind == ValueRef::Kind::node && g_.nodes[x.index].op == Op::concat) {
+  while (x.kind == ValueRef::Kind::node && op_of(x.index) == Op::concat) {
     const Node& n = g_.nodes[x.index];
     const int64_t R = int64_t(g_.node_shapes[x.index].size());
     if (normalize_axis(n.axis, R, n.name) != axis) break;
@@ -353,7 +353,7 @@ ValueRef Analyzer::copy_root(ValueRef x, int64_t axis) const {
 // other axes passes it, a LayerNorm breaks.
 EdgeResult Analyzer::norm_edge(int32_t c, int, Mask u) {
   if (subset(norm_axes(c), u)) return absorbs();
-  if (g_.nodes[c].op == Op::center) return passes(u, out_shape(c), false);
+  if (op_of(c) == Op::center) return passes(u, out_shape(c), false);
   return breaks(BreakKind::norm_axes);
 }
 

@@ -83,8 +83,9 @@ FoldPlan detect_foldable(const Graph& g, Mode mode);
 
 // Decides LnVerdict::bias for every LN of plan.fold (a bias-free RMSNorm where the readers
 // can take the bias); leaves the other verdicts' `bias` empty. Precondition: plan is
-// detect_foldable's (or names g's nodes).
-void plan_bias_moves(const Graph& g, FoldPlan& plan);
+// detect_foldable's, and ln_nodes[i] is the node of plan.layer_norms[i] (-1: the norm
+// inside an rnn).
+void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>& ln_nodes);
 
 // The rewrite's spelling of a moved bias: reader R becomes "<R>.own", and an add named R
 // sums it with "<R>.moved_bias", W·β computed from the reader's weight and the norm's bias

@@ -21,7 +21,7 @@ std::vector<bool> Analyzer::live_in_reading(const std::vector<bool>& zero,
   for (auto it = g_.order.rbegin(); it != g_.order.rend(); ++it) {
     const int32_t v = *it;
     bool l = is_output_[v];
-    for (auto [c, k] : uses_[v])
+    for (auto [c, k] : uses(v))
       l = l || (live[c] && !cut[c] && !ignores_inputs(c, zero, trust));
     live[v] = l && !zero[v];
     cut[v] = live[v] && only_constant_means(v, live, zero, trust);
@@ -44,7 +44,7 @@ std::vector<bool> Analyzer::live_through_sums(const SumForms& sums, const std::v
       set(r);
       return;
     }
-    for (const auto& [a, c] : sums.form[r])  // a sum passes its atoms' values
+    for (const auto& [a, c] : sums.form(r))  // a sum passes its atoms' values
       if (a.kind == ValueRef::Kind::node) set(a.index);
   };
   for (const ValueRef& r : g_.output_refs)

@@ -139,14 +139,14 @@ class FormPool {
   // Visits the entries, skipping subtrees already seen (`seen` is indexed by node);
   // used to collect the union of many forms in time proportional to their shared size.
   template <class F>
-  void visit_unseen(const Form& f, std::vector<bool>& seen, F&& fn) const {
-    if (seen.size() < nodes_.size()) seen.resize(nodes_.size(), false);
+  void visit_unseen(const Form& f, std::vector<char>& seen, F&& fn) const {
+    if (seen.size() < nodes_.size()) seen.resize(nodes_.size(), 0);
     std::vector<int32_t> stack{f.root};
     while (!stack.empty()) {
       int32_t t = stack.back();
       stack.pop_back();
       if (t == 0 || seen[t]) continue;
-      seen[t] = true;
+      seen[t] = 1;
       fn(nodes_[t].e);
       stack.push_back(nodes_[t].left);
       stack.push_back(nodes_[t].right);

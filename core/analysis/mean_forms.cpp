@@ -8,8 +8,8 @@ namespace lnv::analysis::detail {
 
 Form Analyzer::operand_mean(int32_t n, int k, Mask mask) {
   const ValueRef& r = g_.node_inputs[n][k];
-  mask &= ~size1_mask(g_.shape_of(r));
   if (r.kind == ValueRef::Kind::node) return node_mean(r.index, mask);
+  mask &= ~size1_mask(g_.shape_of(r));
   if (r.kind == ValueRef::Kind::input) {
     Entry e;
     e.atom = atom_of_input(r.index);
@@ -23,7 +23,7 @@ Form Analyzer::operand_mean(int32_t n, int k, Mask mask) {
 }
 
 Form Analyzer::node_mean(int32_t v, Mask mask) {
-  mask &= ~size1_mask(g_.node_shapes[v]);
+  mask &= ~size1_of(v);
   if (const Form* found = means_.find({v, mask})) return *found;
   memo_walk(
       means_, Key{v, mask}, [&](const Key& key) { return mean_rule(key.first, key.second); },
@@ -31,7 +31,7 @@ Form Analyzer::node_mean(int32_t v, Mask mask) {
         for (const Part& p : rule.parts) {
           const ValueRef& r = g_.node_inputs[key.first][p.k];
           if (r.kind == ValueRef::Kind::node)
-            need(Key{r.index, p.mask & ~size1_mask(g_.node_shapes[r.index])});
+            need(Key{r.index, p.mask & ~size1_of(r.index)});
         }
       },
       [&](const Key& key, const Rule& rule) { return combine(key.first, rule); });

@@ -26,7 +26,7 @@ Rule parts_rule(std::vector<Part> parts) {
 
 Rule Analyzer::mean_rule(int32_t n, Mask a) {
   if (zero_[n]) return zero_rule();
-  const Op op = g_.nodes[n].op;
+  const Op op = op_of(n);
   switch (op_family(op)) {
     case OpFamily::weighted_producer:
       switch (family_member<WeightedOp>(op)) {
@@ -235,7 +235,7 @@ Rule Analyzer::activation_product_mean(int32_t n, Mask a) {
     // columns is K/J times a's mean over its last axis (k, of size K), in the same
     // coordinates when a has the output's shape but for that axis.
     const ValueRef bref = alias(g_.node_inputs[n][1]);
-    if (bref.kind == ValueRef::Kind::node && g_.nodes[bref.index].op == Op::softmax &&
+    if (bref.kind == ValueRef::Kind::node && op_of(bref.index) == Op::softmax &&
         ra == R && rb == R &&
         bm == bit(normalize_axis(g_.nodes[bref.index].axis, int64_t(rb),
                                  g_.nodes[bref.index].name))) {
@@ -266,7 +266,7 @@ Rule Analyzer::activation_product_mean(int32_t n, Mask a) {
 // --- Elementwise -----------------------------------------------------------------------
 
 Rule Analyzer::sum_mean(int32_t n, Mask a) {
-  const double sign = g_.nodes[n].op == Op::sub ? -1.0 : 1.0;
+  const double sign = op_of(n) == Op::sub ? -1.0 : 1.0;
   return parts_rule({{0, operand_mask(n, 0, a), 1.0, 0, -1},
                      {1, operand_mask(n, 1, a), sign, 0, -1}});
 }

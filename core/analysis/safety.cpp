@@ -6,7 +6,6 @@
 // of copies).
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "core/analysis/analyzer.h"
@@ -77,7 +76,7 @@ Analyzer::Expansion Analyzer::expand(int32_t v, Mask u) {
   }
   Bundles bundles;
   bundles.concats = same_shift_concats(v, u);
-  for (auto [c, k] : uses_[v])
+  for (auto [c, k] : uses(v))
     if (!expand_use(ex, bundles, v, u, c, k)) return ex;
   return ex;
 }
@@ -90,7 +89,7 @@ void Analyzer::break_at_output(Expansion& ex, int32_t c) const {
 
 bool Analyzer::follow(Expansion& ex, int32_t c, int k, Mask u) {
   // A LayerNorm may be swapped for an RMSNorm: only strict deadness excuses it.
-  if (!(g_.nodes[c].op == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
+  if (!(op_of(c) == Op::layer_norm ? live_strict_[c] : live_[c])) return true;
   EdgeResult e = edge(c, k, u);
   if (e.kind == EdgeResult::absorb) return true;
   if (e.kind == EdgeResult::brk) {
@@ -104,7 +103,7 @@ bool Analyzer::follow(Expansion& ex, int32_t c, int k, Mask u) {
 }
 
 void Analyzer::expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegion& reg) {
-  for (auto [c, k] : uses_[v])
+  for (auto [c, k] : uses(v))
     if (!reg.has(c) && !follow(ex, c, k, u)) return;
   for (size_t i = 0; i < reg.nodes.size(); ++i) {
     const int32_t x = reg.nodes[i];
@@ -114,7 +113,7 @@ void Analyzer::expand_region(Expansion& ex, int32_t v, Mask u, const CancelRegio
       return;
     }
     const Mask ux = canon_u(x, u);
-    for (auto [c, k] : uses_[x])
+    for (auto [c, k] : uses(x))
       if (!reg.has(c) && !follow(ex, c, k, ux)) return;
   }
 }
@@ -131,11 +130,11 @@ std::vector<int32_t> Analyzer::same_shift_concats(int32_t v, Mask u) {
         same_shift_concat(c, v, u))
       concats.push_back(c);
   };
-  for (auto [c, k] : uses_[v]) {
-    if (g_.nodes[c].op == Op::concat) consider(c);
+  for (auto [c, k] : uses(v)) {
+    if (op_of(c) == Op::concat) consider(c);
     else if (carrier_slot(c, v, u) == k || is_mean_of(c, v, u))
-      for (auto [c2, k2] : uses_[c])
-        if (g_.nodes[c2].op == Op::concat) consider(c2);
+      for (auto [c2, k2] : uses(c))
+        if (op_of(c2) == Op::concat) consider(c2);
   }
   return concats;
 }
@@ -154,7 +153,7 @@ bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, in
     }
     bool feeds_bundle = false;
     if (carrier_slot(c, v, u) == k)
-      for (auto [c2, k2] : uses_[c]) feeds_bundle = feeds_bundle || bundles.has(c2);
+      for (auto [c2, k2] : uses(c)) feeds_bundle = feeds_bundle || bundles.has(c2);
     if (feeds_bundle) {
       // A carrier of v into a bundled concat: the concat is one route, its other uses
       // go on.
@@ -164,7 +163,7 @@ bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, in
         return false;
       }
       const Mask up = canon_u(c, edge(c, k, u).u);
-      for (auto [c2, k2] : uses_[c]) {
+      for (auto [c2, k2] : uses(c)) {
         if (bundles.has(c2)) {
           follow_bundle(ex, bundles, c2, u);
           continue;
@@ -181,7 +180,7 @@ bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, in
       return false;
     }
     const Mask um = canon_u(c, edge(c, 0, u).u);
-    for (auto [c2, k2] : uses_[c]) {
+    for (auto [c2, k2] : uses(c)) {
       if (cancels_with_mean(c2, v, u)) continue;
       if (bundles.has(c2)) {
         follow_bundle(ex, bundles, c2, u);
@@ -194,9 +193,9 @@ bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, in
   // sub(v, center(v, B)) is mean_B(v): its two routes from v together carry mean_B(δ),
   // constant along u and B. A center of v keeps its other uses' routes.
   if (const int32_t cn = center_partner(c, v); cn >= 0) return follow(ex, c, k, u | norm_axes(cn));
-  if (g_.nodes[c].op == Op::center) {
+  if (op_of(c) == Op::center) {
     bool paired = false;
-    for (auto [c2, k2] : uses_[c]) paired = paired || center_partner(c2, v) == c;
+    for (auto [c2, k2] : uses(c)) paired = paired || center_partner(c2, v) == c;
     if (paired) {
       if (!live_[c]) return true;
       const EdgeResult e = edge(c, k, u);
@@ -206,7 +205,7 @@ bool Analyzer::expand_use(Expansion& ex, Bundles& bundles, int32_t v, Mask u, in
         return false;
       }
       const Mask uc = canon_u(c, e.u);
-      for (auto [c2, k2] : uses_[c])
+      for (auto [c2, k2] : uses(c))
         if (center_partner(c2, v) != c && !follow(ex, c2, k2, uc)) return false;
       return true;
     }
@@ -222,15 +221,14 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
   while (!todo.empty()) {
     const int32_t x = todo.back();
     todo.pop_back();
-    for (auto [c, k] : uses_[x]) {
-      const Node& node = g_.nodes[c];
-      const Op op = node.op;
+    for (auto [c, k] : uses(x)) {
+      const Op op = op_of(c);
       if (!live_[c] && op != Op::layer_norm) continue;  // no output reads it (follow skips it)
       if (op == Op::concat || op == Op::center) return {};
       bool member = false;
       if (op == Op::mean || op == Op::max) {
         // δ is constant along u and along x's size-1 axes (every member has v's rank).
-        if (!node.keepdims || !subset(norm_axes(c), canon_u(x, u))) return {};
+        if (!g_.nodes[c].keepdims || !subset(norm_axes(c), canon_u(x, u))) return {};
         member = true;
       } else {
         member = sums.combined[c] &&
@@ -250,46 +248,45 @@ Analyzer::CancelRegion Analyzer::cancelling_region(int32_t v, Mask u) const {
     return size_t(std::find(reg.nodes.begin(), reg.nodes.end(), c) - reg.nodes.begin());
   };
   bool inexact = false;  // a coefficient was rounded: its zero proves no cancellation
-  std::function<double(int32_t)> coef = [&](int32_t x) -> double {
+  auto coef = [&](auto& self, int32_t x) -> double {
     if (x == v) return 1.0;
     const size_t i = index_of(x);
     if (i == reg.nodes.size()) return 0.0;  // not a member: its routes are followed apart
     if (!std::isnan(reg.coef[i])) return reg.coef[i];
     double k = 0.0;
-    const Op op = g_.nodes[x].op;
+    const Op op = op_of(x);
     if (op == Op::mean || op == Op::max) {
-      k = coef(g_.node_inputs[x][0].index);
+      k = self(self, g_.node_inputs[x][0].index);
     } else {
-      for (const auto& [a, ca] : sums.form[x])
+      for (const auto& [a, ca] : sums.form(x))
         if (a.kind == ValueRef::Kind::node)
-          k = exact_sum(k, exact_mul(ca, coef(a.index), inexact), inexact);
+          k = exact_sum(k, exact_mul(ca, self(self, a.index), inexact), inexact);
     }
     reg.coef[i] = k;
     return k;
   };
   bool cancels = false;
-  for (int32_t x : reg.nodes) cancels = coef(x) == 0.0 || cancels;
+  for (int32_t x : reg.nodes) cancels = coef(coef, x) == 0.0 || cancels;
   if (!cancels || inexact) return {};
   return reg;
 }
 
 
 bool Analyzer::is_mean_of(int32_t m, int32_t v, Mask u) const {
-  const Node& node = g_.nodes[m];
-  if ((node.op != Op::mean && node.op != Op::max) || !node.keepdims) return false;
+  if ((op_of(m) != Op::mean && op_of(m) != Op::max) || !g_.nodes[m].keepdims) return false;
   const ValueRef& r = g_.node_inputs[m][0];
   if (r.kind != ValueRef::Kind::node || r.index != v) return false;
   return subset(norm_axes(m), u);
 }
 
 int Analyzer::carrier_slot(int32_t p, int32_t v, Mask u) {
-  const Node& node = g_.nodes[p];
-  if ((node.op != Op::add && node.op != Op::sub) || zero_[p]) return -1;
+  const Op op = op_of(p);
+  if ((op != Op::add && op != Op::sub) || zero_[p]) return -1;
   if (!(out_shape(p) == out_shape(v))) return -1;
   const auto& in = g_.node_inputs[p];
   auto is_v = [&](int k) { return in[k].kind == ValueRef::Kind::node && in[k].index == v; };
   for (int k = 0; k < 2; ++k) {
-    if (!is_v(k) || is_v(1 - k) || (node.op == Op::sub && k == 1)) continue;
+    if (!is_v(k) || is_v(1 - k) || (op == Op::sub && k == 1)) continue;
     const EdgeResult e = edge(p, k, u);
     if (e.kind != EdgeResult::pass || e.dropped) return -1;
     return k;
@@ -298,8 +295,8 @@ int Analyzer::carrier_slot(int32_t p, int32_t v, Mask u) {
 }
 
 bool Analyzer::same_shift_concat(int32_t c, int32_t v, Mask u) {
+  if (op_of(c) != Op::concat) return false;
   const Node& node = g_.nodes[c];
-  if (node.op != Op::concat) return false;
   const int64_t ax = normalize_axis(node.axis, int64_t(out_shape(c).size()), node.name);
   if ((u & bit(ax)) == 0 || out_shape(c).size() != out_shape(v).size()) return false;
   bool carrier = false;
@@ -313,13 +310,13 @@ bool Analyzer::same_shift_concat(int32_t c, int32_t v, Mask u) {
 }
 
 int32_t Analyzer::center_partner(int32_t s, int32_t v) const {
-  if (g_.nodes[s].op != Op::sub || !(out_shape(s) == out_shape(v))) return -1;
+  if (op_of(s) != Op::sub || !(out_shape(s) == out_shape(v))) return -1;
   const auto& in = g_.node_inputs[s];
   for (int k = 0; k < 2; ++k) {
     const ValueRef& a = in[k];
     const ValueRef& b = in[1 - k];
     if (a.kind == ValueRef::Kind::node && a.index == v && b.kind == ValueRef::Kind::node &&
-        g_.nodes[b.index].op == Op::center && g_.node_inputs[b.index][0].kind == ValueRef::Kind::node &&
+        op_of(b.index) == Op::center && g_.node_inputs[b.index][0].kind == ValueRef::Kind::node &&
         g_.node_inputs[b.index][0].index == v)
       return b.index;
   }
@@ -327,7 +324,7 @@ int32_t Analyzer::center_partner(int32_t s, int32_t v) const {
 }
 
 bool Analyzer::cancels_with_mean(int32_t c, int32_t v, Mask u) const {
-  if (g_.nodes[c].op != Op::sub) return false;
+  if (op_of(c) != Op::sub) return false;
   const auto& in = g_.node_inputs[c];
   for (int k = 0; k < 2; ++k)
     if (in[k].kind == ValueRef::Kind::node && in[k].index == v &&

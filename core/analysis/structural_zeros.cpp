@@ -13,9 +13,9 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
       if (!z(k)) return false;
     return true;
   };
-  switch (op_family(n.op)) {
+  switch (op_family(op_of(v))) {
     case OpFamily::weighted_producer:
-      switch (family_member<WeightedOp>(n.op)) {
+      switch (family_member<WeightedOp>(op_of(v))) {
         case WeightedOp::matmul:
           return z(0) || z(1);
         case WeightedOp::linear:
@@ -38,7 +38,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
       }
       return false;
     case OpFamily::elementwise_binary:
-      switch (family_member<BinaryOp>(n.op)) {
+      switch (family_member<BinaryOp>(op_of(v))) {
         case BinaryOp::add:
           return all_zero();
         case BinaryOp::sub:
@@ -52,7 +52,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
     case OpFamily::scale:
       return n.factor == 0.0 || all_zero();
     case OpFamily::unary_nonlinearity:
-      switch (family_member<UnaryOp>(n.op)) {
+      switch (family_member<UnaryOp>(op_of(v))) {
         case UnaryOp::relu:
         case UnaryOp::gelu:
         case UnaryOp::tanh:
@@ -76,7 +76,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
       }
       return false;
     case OpFamily::reduction:
-      switch (family_member<ReductionOp>(n.op)) {
+      switch (family_member<ReductionOp>(op_of(v))) {
         case ReductionOp::mean:
           return all_zero() ||
                  zero_mean_over(
@@ -87,7 +87,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
       }
       return false;
     case OpFamily::shape_op:
-      switch (family_member<ShapeOp>(n.op)) {
+      switch (family_member<ShapeOp>(op_of(v))) {
         case ShapeOp::transpose:
         case ShapeOp::reshape:
         case ShapeOp::slice:
@@ -106,7 +106,7 @@ bool Analyzer::structurally_zero(int32_t v, const std::vector<bool>& zero, const
       return (!w.picks[0] || z(0)) && (!w.picks[1] || z(1));
     }
     case OpFamily::norm:
-      switch (family_member<NormOp>(n.op)) {
+      switch (family_member<NormOp>(op_of(v))) {
         case NormOp::layer_norm:
           // LN of a value uniform along its axes is its bias (here none), whatever the
           // value; an RMSNorm is not, so only a reading that trusts this LN uses it.

@@ -55,7 +55,7 @@ int32_t Analyzer::producer_term(int32_t n, Mask feature) {
   // δ = -mean_f(t) is as uniform as t itself.
   feature |= uniform_[n];
   t.pending = true;
-  terms_.push_back(t);
+  terms_.push_back(std::move(t));
   Safety s = safety(n, feature);
   terms_[index].safety = s;
   terms_[index].pending = false;
@@ -79,7 +79,7 @@ Form Analyzer::param_term_leaf(int32_t n, int k, Mask mask) {
     t.use_slot = k;
     t.use_mask = mask | size1_mask(ps);
     t.pending = true;
-    terms_.push_back(t);
+    terms_.push_back(std::move(t));
     terms_[it->second].safety = injected_safety(n, k, mask | size1_mask(ps));
     terms_[it->second].pending = false;
   }
@@ -114,7 +114,7 @@ Form Analyzer::norm_bias_leaf(int32_t n, Mask a) {
     const Mask varying = b & ~a;
     t.use_mask = canon_u(n, ~varying & all_axes(rank));
     t.pending = true;
-    terms_.push_back(t);
+    terms_.push_back(std::move(t));
     terms_[it->second].safety = injected_safety(n, -1, terms_[it->second].use_mask);
     terms_[it->second].pending = false;
   }

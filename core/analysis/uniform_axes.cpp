@@ -98,16 +98,16 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
   Mask from_sums = 0;
   if (sums.combined[v]) {
     from_sums = all;
-    for (const auto& [a, c] : sums.form[v]) from_sums &= x.mapped(a);
+    for (const auto& [a, c] : sums.form(v)) from_sums &= x.mapped(a);
   }
   // sub(a, center(a, B)) is the mean of a over B: uniform along B too.
-  if (n.op == Op::sub)
+  if (op_of(v) == Op::sub)
     for (const ValueRef& a : in)
       if (a.kind == ValueRef::Kind::node)
         if (const int32_t cn = center_partner(v, a.index); cn >= 0)
           return ((uniform[a.index] | norm_axes(cn) | from_sums) & all) | size1_mask(out);
   Mask m = 0;
-  switch (op_family(n.op)) {
+  switch (op_family(op_of(v))) {
     case OpFamily::unary_nonlinearity:
     case OpFamily::scale:
       m = x.mapped(in[0]);
@@ -119,7 +119,7 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       m = x.mapped(in[0]) & x.mapped(in[1]);
       break;
     case OpFamily::weighted_producer:
-      switch (family_member<WeightedOp>(n.op)) {
+      switch (family_member<WeightedOp>(op_of(v))) {
         case WeightedOp::linear:
           m = x.mapped(in[0]) & ~bit(int64_t(R) - 1);
           break;
@@ -157,7 +157,7 @@ Mask Analyzer::uniform_axes(int32_t v, const std::vector<bool>& zero,
       m = x.mapped(in[0]) & (is_masked_softmax(n) ? ~where_select(g_, v).varies : all);
       break;
     case OpFamily::shape_op:
-      switch (family_member<ShapeOp>(n.op)) {
+      switch (family_member<ShapeOp>(op_of(v))) {
         case ShapeOp::transpose:
           m = transpose_uniform(g_, v, x);
           break;

@@ -12,10 +12,10 @@ bool Analyzer::zero_mean_over(const ValueRef& x, const Axes& axes, const Trust& 
 }
 
 int32_t Analyzer::own_mean_subtracted(int32_t v) const {
-  if (g_.nodes[v].op != Op::sub) return -1;
+  if (op_of(v) != Op::sub) return -1;
   const ValueRef& y = g_.node_inputs[v][0];
   const ValueRef& m = g_.node_inputs[v][1];
-  if (m.kind != ValueRef::Kind::node || g_.nodes[m.index].op != Op::mean ||
+  if (m.kind != ValueRef::Kind::node || op_of(m.index) != Op::mean ||
       !g_.nodes[m.index].keepdims || !(g_.node_inputs[m.index][0] == y) ||
       !(g_.node_shapes[v] == g_.shape_of(y)))
     return -1;
