@@ -7,18 +7,24 @@
 #include <atomic>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "checkers/agreement.h"
 #include "core/analysis/producers.h"
 #include "core/error.h"
 #include "core/eval/bounded.h"
 #include "core/eval/evaluator.h"
+#include "core/model_json.h"
 #include "core/random.h"
 
 namespace lnv::check {
@@ -138,6 +144,87 @@ bool all_finite(const std::vector<Tensor<Mpfr>>& ts) {
     for (const Mpfr& v : t.data)
       if (!boost::multiprecision::isfinite(v)) return false;
   return true;
+}
+
+// Whether x and y are written the same in a model file. Compared as text, where -0.0 and
+// 0.0 differ (as JSON values they are equal, though a division tells them apart).
+bool same_node(const Node& x, const Node& y) {
+  return node_to_json(x).dump() == node_to_json(y).dump();
+}
+
+bool same_input(const Input& x, const Input& y) {
+  return x.name == y.name && x.shape == y.shape && x.dtype == y.dtype && x.range == y.range;
+}
+
+// Bit for bit: -0.0 and 0.0 differ.
+bool same_bits(const std::vector<double>& x, const std::vector<double>& y) {
+  return x.size() == y.size() &&
+         (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
+}
+
+// Whether the evaluators read the same effective values from x and y.
+bool same_param(const Param& x, const Param& y) {
+  return !x.values_deferred && !y.values_deferred && x.name == y.name && x.shape == y.shape &&
+         same_bits(x.values, y.values) && x.center_axes == y.center_axes &&
+         same_bits(x.scale, y.scale) && x.scale_axis == y.scale_axis &&
+         x.scale_param == y.scale_param;
+}
+
+// Whether a and b hold the same model for the evaluators: the same inputs, params, nodes
+// as the model file writes them, in the same order, and outputs. Then evaluating either
+// on the same inputs and run seed gives the same values, element by element.
+bool same_model(const Graph& a, const Graph& b) {
+  if (a.seed != b.seed || a.outputs != b.outputs || a.inputs.size() != b.inputs.size() ||
+      a.params.size() != b.params.size() || a.nodes.size() != b.nodes.size())
+    return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (!same_input(a.inputs[i], b.inputs[i])) return false;
+  for (size_t i = 0; i < a.params.size(); ++i)
+    if (!same_param(a.params[i], b.params[i])) return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i)
+    if (!same_node(a.nodes[i], b.nodes[i])) return false;
+  return true;
+}
+
+// For each node of h, the index of the node of g that has its value on every trial, or
+// -1: a node of the same name, written the same, whose every input and param is g's (the
+// same input, a param with the same effective values, or such a node). Evaluations of h
+// and g on the same inputs and options agree on these nodes, so one can take them from
+// the other. A rewrite leaves everything upstream of what it changed so.
+std::vector<int32_t> shared_nodes(const Graph& h, const Graph& g) {
+  std::vector<int32_t> shared(h.nodes.size(), -1);
+  auto same_value = [&](const std::string& name) {
+    if (!g.has(name)) return false;
+    const ValueRef &a = h.ref(name), &b = g.ref(name);
+    if (a.kind != b.kind) return false;
+    switch (a.kind) {
+      case ValueRef::Kind::input: return same_input(h.inputs[a.index], g.inputs[b.index]);
+      case ValueRef::Kind::param: return same_param(h.params[a.index], g.params[b.index]);
+      case ValueRef::Kind::node: return shared[a.index] == b.index;
+    }
+    return false;
+  };
+  for (int32_t i : h.order) {
+    const Node& n = h.nodes[i];
+    if (!g.has(n.name) || g.ref(n.name).kind != ValueRef::Kind::node) continue;
+    const int32_t j = g.ref(n.name).index;
+    bool same = same_node(n, g.nodes[j]);
+    for (const std::string& in : n.inputs) same = same && same_value(in);
+    for (const auto& [attr, param] : n.param_attrs()) same = same && same_value(param);
+    if (same) shared[i] = j;
+  }
+  return shared;
+}
+
+// The values of `from`'s nodes that an evaluation of h can take (shared_nodes), per node
+// of h.
+template <class T>
+std::vector<const Tensor<T>*> known_values(const std::vector<int32_t>& shared,
+                                           const eval::Evaluation<T>& from) {
+  std::vector<const Tensor<T>*> known;
+  known.reserve(shared.size());
+  for (int32_t j : shared) known.push_back(j >= 0 ? &from.nodes[j] : nullptr);
+  return known;
 }
 
 struct TensorDiff {
@@ -301,9 +388,14 @@ class Checker {
     return in;
   }
 
-  Run run_graph(const Graph& h, int k, bool with_grads) {
+  // With `shared` (shared_nodes(h, g_)), the nodes h shares with the original are taken
+  // from the original's run `from` of the same trial and precision.
+  Run run_graph(const Graph& h, int k, bool with_grads,
+                const std::vector<int32_t>* shared = nullptr, const Run* from = nullptr) {
     const eval::RunOptions ro{opt_.mode, trial_seed(k)};
-    Run r{eval::evaluate(h, inputs_for(h, k), ro), std::nullopt};
+    Run r{shared ? eval::evaluate(h, inputs_for(h, k), ro, known_values(*shared, from->ev))
+                 : eval::evaluate(h, inputs_for(h, k), ro),
+          std::nullopt};
     if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
     return r;
   }
@@ -338,12 +430,16 @@ class Checker {
 
   // ---- The double pre-pass (docs/verification.md, "Settling a difference in double").
 
-  BoundedRun run_bounded(const Graph& h, int k, bool with_grads) {
+  // With `shared`, as run_graph; `from` must be usable (its branches were certain).
+  BoundedRun run_bounded(const Graph& h, int k, bool with_grads,
+                         const std::vector<int32_t>* shared = nullptr,
+                         const BoundedRun* from = nullptr) {
     const eval::RunOptions ro{opt_.mode, trial_seed(k)};
     BoundedRun r;
     eval::reset_uncertain_branches();
     try {
-      r.ev = eval::evaluate(h, inputs_for<Bounded>(h, k), ro);
+      r.ev = shared ? eval::evaluate(h, inputs_for<Bounded>(h, k), ro, known_values(*shared, from->ev))
+                    : eval::evaluate(h, inputs_for<Bounded>(h, k), ro);
       if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
     } catch (const std::exception&) {
       return r;  // not usable: the exact path decides (and reports what it throws)
@@ -382,10 +478,11 @@ class Checker {
     const Graph& larger = h.nodes.size() > g_.nodes.size() ? h : g_;
     double estimate = 0.0;
     bool stopped = false;  // the estimate reached `far`: the comparison stops there
+    const std::vector<int32_t> shared = shared_nodes(h, g_);
     for (int k = 0; k < trials; ++k) {
       const BoundedRun& o = original_bounded(k);
       if (!o.usable) return std::nullopt;
-      const BoundedRun r = run_bounded(h, k, training());
+      const BoundedRun r = run_bounded(h, k, training(), &shared, &o);
       if (!r.usable) return std::nullopt;
       const double bound = rounding_bound(larger, bits, std::max(o.scale, r.scale));
       const double bound_estimate = rounding_bound(larger, bits, std::max(o.scale_estimate, r.scale_estimate));
@@ -415,10 +512,14 @@ class Checker {
   Comparison compare(const Graph& h, double stop_ratio = INFINITY, int trials = 0,
                      bool collect_stats = false) {
     const unsigned bits = eval::mpfr_bits();
+    // A rewrite that changed nothing (an empty plan) evaluates to the original's values.
+    const bool unchanged = same_model(h, g_);
+    const std::vector<int32_t> shared = unchanged ? std::vector<int32_t>{} : shared_nodes(h, g_);
     Comparison c;
     for (int k = 0; k < (trials > 0 ? trials : opt_.trials); ++k) {
       const Run& o = original(k);
-      const Run r = run_graph(h, k, training());
+      std::optional<Run> own;
+      const Run& r = unchanged ? o : own.emplace(run_graph(h, k, training(), &shared, &o));
       if (!all_finite(o.ev.nodes) || !all_finite(r.ev.nodes)) {
         c.finite = false;
         return c;
@@ -538,26 +639,48 @@ class Checker {
     res.kind = kind;
     res.subject = subject;
     res.centered = term_names(plan.center);
-    const Graph h = apply_fold(g_, plan);
-    std::vector<Comparison> measured;  // at opt.bits, then (if needed) at twice that
-    const Agreement a = judge_agreement(opt_.bits, "the original or the rewrite", [&] {
-      measured.push_back(compare(h, INFINITY, 0, true));
-      return measured.back().measured();
-    });
-    Comparison& used = a.remeasured ? measured.back() : measured.front();
+    const ExactMeasurement& m = measure_exact(plan);
+    const Agreement& a = m.agreement;
+    Comparison used = a.remeasured ? m.measured.back() : m.measured.front();
     fill(res, used);
     res.bits = a.bits;
     res.error_stats = error_stats(used, a.bits);
     res.outcome = a.outcome;
     res.detail = a.detail;
     if (a.outcome == Outcome::fails) {
-      const Comparison& c = measured.front();
+      const Comparison& c = m.measured.front();
       res.detail = subject == "plan"
                        ? "the rewrite of the whole plan changes " + c.worst_quantity
                        : "folding " + subject + " changes " + c.worst_quantity;
-      res.divergence = divergence(h, c);
+      res.divergence = divergence(apply_fold(g_, plan), c);
     }
     return res;
+  }
+
+  // The comparisons of exact() and the agreement judged from them.
+  struct ExactMeasurement {
+    std::vector<Comparison> measured;  // at opt.bits, then (if needed) at twice that
+    Agreement agreement;
+  };
+
+  // exact()'s measurement of the rewrite of `plan`, taken once per rewrite: plan_exact's
+  // plan is often an ln_exact's (one foldable LN). Every plan here carries the detected
+  // plan's verdicts, so its mode, folds and centered terms determine the rewrite.
+  const ExactMeasurement& measure_exact(const FoldPlan& plan) {
+    PlanKey key{plan.mode, plan.fold, plan.center};
+    {
+      const std::lock_guard<std::mutex> lock(exact_mutex_);
+      for (const auto& [k, m] : exact_measured_)
+        if (k == key) return m;
+    }
+    const Graph h = apply_fold(g_, plan);
+    ExactMeasurement m;
+    m.agreement = judge_agreement(opt_.bits, "the original or the rewrite", [&] {
+      m.measured.push_back(compare(h, INFINITY, 0, true));
+      return m.measured.back().measured();
+    });
+    const std::lock_guard<std::mutex> lock(exact_mutex_);
+    return exact_measured_.emplace_back(std::move(key), std::move(m)).second;
   }
 
   static constexpr double kEstimateTies = 1e-6;
@@ -786,6 +909,9 @@ class Checker {
   std::map<int, BoundedRun> bounded_originals_;        // per trial
   std::mutex originals_mutex_;  // guards the two caches above
   std::mutex report_mutex_;     // guards opt.counters and the progress count
+  using PlanKey = std::tuple<Mode, std::vector<std::string>, std::vector<CenterTerm>>;
+  std::deque<std::pair<PlanKey, ExactMeasurement>> exact_measured_;  // see measure_exact
+  std::mutex exact_mutex_;
 };
 
 }  // namespace

@@ -97,6 +97,32 @@ TEST(EvalForward, LinearHandWorked) {
   expect_near(out(ev).data, {1.5, 2, 2});
 }
 
+// evaluate with known values takes a node's value from them and computes the rest from it:
+// with the values of the same graph's evaluation it gives that evaluation, and a known
+// value that differs flows into what reads it.
+TEST(EvalForward, KnownNodeValuesAreTakenNotComputed) {
+  GraphBuilder b;
+  b.input("x", {1, 2}).param("W", {3, 2}, {1, 0, 0, 1, 1, 1});
+  b.node("h", Op::linear, {"x"}).weight = "W";
+  b.node("y", Op::relu, {"h"});
+  const Graph g = b.build({"y"});
+  const std::vector<Tensor<double>> x{Tensor<double>({1, 2}, {1, -2})};
+  const auto full = run(g, x);
+  const int32_t h = g.node_index("h"), y = g.node_index("y");
+  std::vector<const Tensor<double>*> known(g.nodes.size(), nullptr);
+  known[h] = &full.nodes[h];
+  const auto reused = eval::evaluate(g, x, eval::RunOptions{}, known);
+  expect_near(out(reused).data, out(full).data, 0);
+  const Tensor<double> other({1, 3}, {-1, 4, -5});
+  known[h] = &other;
+  const auto taken = eval::evaluate(g, x, eval::RunOptions{}, known);
+  expect_near(taken.nodes[h].data, other.data, 0);
+  expect_near(out(taken).data, {0, 4, 0}, 0);
+  known[h] = nullptr;
+  known[y] = &other;
+  expect_near(out(eval::evaluate(g, x, eval::RunOptions{}, known)).data, other.data, 0);
+}
+
 TEST(EvalForward, LinearMatchesNaiveLoop) {
   GraphBuilder b;
   b.input("x", {2, 3, 4}).param("W", {5, 4}).param("b", {5});

@@ -53,6 +53,14 @@ std::vector<Tensor<T>> random_inputs(const Graph& g, uint64_t seed);
 template <class T>
 Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt);
 
+// The same, taking node i's value from known[i] (one entry per node, like Graph::nodes)
+// where that is not null instead of computing it: e.g. the node's value in an evaluation
+// of another graph, on the same inputs and options, where the node and everything it
+// reads are the same. The caller vouches for that.
+template <class T>
+Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt,
+                       const std::vector<const Tensor<T>*>& known);
+
 // The cotangents r of L = sum_o sum_i o_i r_i, one per graph output.
 template <class T>
 std::vector<Tensor<T>> loss_cotangents(const Graph& g, uint64_t seed);

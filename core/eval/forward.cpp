@@ -75,11 +75,13 @@ std::vector<Tensor<T>> effective_params(const Graph& g, const std::vector<Tensor
 template <class T>
 class Forward {
  public:
-  Forward(const Graph& g, const RunOptions& opt, Evaluation<T>& ev) : g_(g), opt_(opt), ev_(ev) {}
+  Forward(const Graph& g, const RunOptions& opt, Evaluation<T>& ev,
+          const std::vector<const Tensor<T>*>* known = nullptr)
+      : g_(g), opt_(opt), ev_(ev), known_(known) {}
 
   void run() {
     ev_.nodes.assign(g_.nodes.size(), Tensor<T>());
-    for (int32_t i : g_.order) ev_.nodes[i] = node(i);
+    for (int32_t i : g_.order) ev_.nodes[i] = known_ && (*known_)[i] ? *(*known_)[i] : node(i);
     ev_.outputs.clear();
     for (const ValueRef& r : g_.output_refs) ev_.outputs.push_back(value(r));
   }
@@ -325,6 +327,7 @@ class Forward {
   const Graph& g_;
   const RunOptions& opt_;
   Evaluation<T>& ev_;
+  const std::vector<const Tensor<T>*>* known_;
 };
 
 }  // namespace
@@ -398,6 +401,20 @@ Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunO
   return evaluate_with_params(g, std::move(inputs), param_values<T>(g), opt);
 }
 
+template <class T>
+Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt,
+                       const std::vector<const Tensor<T>*>& known) {
+  detail::ensure_default_precision<T>();
+  LNV_INTERNAL_ASSERT(g.finalized(), "evaluate needs a finalized graph");
+  LNV_INTERNAL_ASSERT(known.size() == g.nodes.size(), "evaluate: one known value per node");
+  check_inputs(g, inputs);
+  Evaluation<T> ev;
+  ev.inputs = std::move(inputs);
+  ev.params = effective_params(g, param_values<T>(g));
+  Forward<T>(g, opt, ev, &known).run();
+  return ev;
+}
+
 #define LNV_INSTANTIATE_FORWARD(T)                                                          \
   template std::vector<Tensor<T>> param_values<T>(const Graph&);                           \
   template std::vector<Tensor<T>> random_inputs<T>(const Graph&, uint64_t);                \
@@ -406,7 +423,9 @@ Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunO
   template Evaluation<T> evaluate_with_params<T>(const Graph&, std::vector<Tensor<T>>,     \
                                                  const std::vector<Tensor<T>>&,            \
                                                  const RunOptions&);                       \
-  template Evaluation<T> evaluate<T>(const Graph&, std::vector<Tensor<T>>, const RunOptions&);
+  template Evaluation<T> evaluate<T>(const Graph&, std::vector<Tensor<T>>, const RunOptions&); \
+  template Evaluation<T> evaluate<T>(const Graph&, std::vector<Tensor<T>>, const RunOptions&,  \
+                                     const std::vector<const Tensor<T>*>&);
 
 LNV_INSTANTIATE_FORWARD(double)
 LNV_INSTANTIATE_FORWARD(Mpfr)
