@@ -786,7 +786,7 @@ TEST(AnalysisRules, ProductWithSoftmaxColumnsKeepsZeroMean) {
     const FoldPlan plan = detect_foldable(b.build({"ln2", "prod"}), Mode::training);
     const LnVerdict v2 = verdict(plan, "ln2"), v3 = verdict(plan, "ln3");
     EXPECT_EQ(v2.foldable[0], softmax_axis == 1) << v2.reason[0];
-    if (softmax_axis == 1) EXPECT_TRUE(v2.terms.empty());
+    if (softmax_axis == 1) { EXPECT_TRUE(v2.terms.empty()); }
     EXPECT_EQ(v3.foldable[1], softmax_axis == 1) << v3.reason[1];
   }
 }
@@ -895,7 +895,7 @@ TEST(AnalysisRules, ShiftCancellingBetweenRoutesThroughSums) {
     const FoldPlan plan = detect_foldable(b.build(outputs), Mode::inference);
     const LnVerdict v = verdict(plan, "ln");
     EXPECT_EQ(v.foldable[0], c == cancels) << v.reason[0];
-    if (c == cancels) EXPECT_TRUE(has_producer(v, "fc"));
+    if (c == cancels) { EXPECT_TRUE(has_producer(v, "fc")); }
   }
 }
 
@@ -1052,7 +1052,7 @@ TEST(AnalysisRules, MeansPassThroughPointwiseConvsOnly) {
     layer_norm(b, "ln", "conv");
     const LnVerdict v = verdict(detect_foldable(b.build({"ln"}), Mode::inference), "ln");
     EXPECT_EQ(v.foldable[0], c == pointwise) << v.reason[0];
-    if (c == pointwise) EXPECT_TRUE(v.terms.empty());
+    if (c == pointwise) { EXPECT_TRUE(v.terms.empty()); }
   }
 }
 

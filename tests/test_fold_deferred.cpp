@@ -112,9 +112,10 @@ void expect_same_fold(const fs::path& in, Mode mode, SafetensorsDType dtype, con
   EXPECT_EQ(replace_all(full, "full.safetensors", "deferred.safetensors"), deferred);
   const bool side = fs::exists(out / "full.safetensors");
   EXPECT_EQ(side, fs::exists(out / "deferred.safetensors"));
-  if (side)
+  if (side) {
     EXPECT_EQ(read_file((out / "full.safetensors").string()),
               read_file((out / "deferred.safetensors").string()));
+  }
   const Graph a = load_model((out / "full.json").string());
   const Graph b = load_model((out / "deferred.json").string());
   ASSERT_EQ(a.params.size(), b.params.size());

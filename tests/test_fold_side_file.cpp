@@ -194,11 +194,11 @@ TEST(FoldSideFile, SavingReportsItsSteps) {
   uint64_t header = 0;
   std::memcpy(&header, side.data(), 8);
   for (const Step& s : heard) {
-    if (s.phase == "encode params" || s.phase == "format params") EXPECT_EQ(s.total, folded.params.size());
+    if (s.phase == "encode params" || s.phase == "format params") { EXPECT_EQ(s.total, folded.params.size()); }
     // The centered params streamed from the input's file: every byte of their data.
-    if (s.phase == "write weights") EXPECT_EQ(s.total, side.size() - 8 - header);
-    if (s.phase == "write model") EXPECT_EQ(s.total, fs::file_size(out));
-    if (s.phase == "commit files") EXPECT_EQ(s.total, 0u);
+    if (s.phase == "write weights") { EXPECT_EQ(s.total, side.size() - 8 - header); }
+    if (s.phase == "write model") { EXPECT_EQ(s.total, fs::file_size(out)); }
+    if (s.phase == "commit files") { EXPECT_EQ(s.total, 0u); }
   }
   // The streamed tensors moved the bar one by one, not only at the end.
   EXPECT_GT(std::count_if(heard.begin(), heard.end(), [](const Step& s) {

@@ -270,11 +270,12 @@ TEST_P(Golden, VerdictsMatchAndAreProvedExactly) {
         EXPECT_EQ(fate, e.at("bias").get<std::string>())
             << "the bias of '" << v.name << "' in " << mode_name(mode) << " (kept: \""
             << v.bias.kept << "\")";
-        if (e.contains("bias_kept_mentions"))
+        if (e.contains("bias_kept_mentions")) {
           for (const auto& s : e.at("bias_kept_mentions"))
             EXPECT_NE(v.bias.kept.find(s.get<std::string>()), std::string::npos)
                 << "why '" << v.name << "' keeps its bias should name " << s << ": \""
                 << v.bias.kept << "\"";
+        }
       }
     }
     foldable[m] = want_fold.size();

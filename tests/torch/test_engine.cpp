@@ -58,8 +58,9 @@ void cross_check(const Graph& g, Mode mode, uint64_t seed, const std::string& la
     EXPECT_LE(rel_diff(ev.outputs[k], got.outputs[k]), kTol) << "output " << g.outputs[k];
   EXPECT_NEAR(got.loss, ref.loss, kTol * std::max(1.0, std::abs(ref.loss)));
   for (size_t k = 0; k < g.inputs.size(); ++k)
-    if (g.inputs[k].dtype == DType::float_)
+    if (g.inputs[k].dtype == DType::float_) {
       EXPECT_LE(rel_diff(ref.inputs[k], got.inputs[k]), kTol) << "d/d input " << g.inputs[k].name;
+    }
   for (size_t k = 0; k < g.params.size(); ++k)
     EXPECT_LE(rel_diff(ref.params[k], got.params[k]), kTol) << "d/d param " << g.params[k].name;
 }
@@ -267,9 +268,10 @@ TEST(TorchEngine, HandBuiltGraphsUseEveryOp) {
   for (const Graph& g : hand_built())
     for (const Node& n : g.nodes) ops.insert(n.op);
   for (int k = 0; k < static_cast<int>(Op::kCount); ++k)
-    if (static_cast<Op>(k) != Op::opaque)  // refused, not computed: RefusesAnOpaqueOp
+    if (static_cast<Op>(k) != Op::opaque) {  // refused, not computed: RefusesAnOpaqueOp
       EXPECT_TRUE(ops.count(static_cast<Op>(k))) << "no hand-built graph uses "
                                                   << op_name(static_cast<Op>(k));
+    }
 }
 
 TEST(TorchEngine, MatchesTheReferenceOnHandBuiltGraphs) {
