@@ -131,11 +131,14 @@ namespace {
 double to_double(const Mpfr& x) { return x.convert_to<double>(); }
 
 // Largest |value| in a list of tensors.
+// With `skip`, the tensors i with (*skip)[i] >= 0 are left out.
 template <class Tensors>
-double max_magnitude(const Tensors& ts) {
+double max_magnitude(const Tensors& ts, const std::vector<int32_t>* skip = nullptr) {
   double m = 0.0;
-  for (const Tensor<Mpfr>& t : ts)
-    for (const Mpfr& v : t.data) m = std::max(m, std::fabs(to_double(v)));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (skip && !skip->empty() && (*skip)[i] >= 0) continue;
+    for (const Mpfr& v : ts[i].data) m = std::max(m, std::fabs(to_double(v)));
+  }
   return m;
 }
 
@@ -274,8 +277,14 @@ TensorDiff diff(const Tensor<Mpfr>& a, const Tensor<Mpfr>& b,
     d.max_abs = INFINITY;
     return d;
   }
+  Mpfr t;  // |a - b| of an element, as abs(a - b) rounds it, without a new number per element
   for (int64_t i = 0; i < a.size(); ++i) {
-    const double e = to_double(abs(a.data[i] - b.data[i]));
+    const mpfr_srcptr x = a.data[i].backend().data(), y = b.data[i].backend().data();
+    const mpfr_prec_t prec = std::max(mpfr_get_prec(x), mpfr_get_prec(y));
+    if (mpfr_get_prec(t.backend().data()) != prec) mpfr_set_prec(t.backend().data(), prec);
+    mpfr_sub(t.backend().data(), x, y, MPFR_RNDN);
+    mpfr_abs(t.backend().data(), t.backend().data(), MPFR_RNDN);
+    const double e = to_double(t);
     if (stats) stats->add(to_double(a.data[i]), to_double(b.data[i]), e);
     if (e > d.max_abs || std::isnan(e)) {
       d.max_abs = e;
@@ -293,7 +302,12 @@ struct RunOf {
   eval::Evaluation<T> ev;
   std::optional<eval::Gradients<T>> grads;
 };
-using Run = RunOf<Mpfr>;
+// For an original's run (Checker::original), `magnitude` is the largest |value| of its
+// nodes, inputs and (training) gradients of params and inputs, which compare() takes the
+// scale of.
+struct Run : RunOf<Mpfr> {
+  double magnitude = 0.0;
+};
 
 // A run of the double pre-pass: usable when no branch was uncertain and every value and
 // its bound is finite; then `scale` >= 1 bounds every |exact value| of the nodes (and
@@ -426,9 +440,9 @@ class Checker {
   Run run_graph(const Graph& h, int k, bool with_grads,
                 const std::vector<int32_t>* shared = nullptr, const Run* from = nullptr) {
     const eval::RunOptions ro{opt_.mode, trial_seed(k)};
-    Run r{shared ? eval::evaluate(h, inputs_for(h, k), ro, known_values(*shared, from->ev))
-                 : eval::evaluate(h, inputs_for(h, k), ro),
-          std::nullopt};
+    Run r;
+    r.ev = shared ? eval::evaluate(h, inputs_for(h, k), ro, known_values(*shared, from->ev))
+                  : eval::evaluate(h, inputs_for(h, k), ro);
     if (with_grads) r.grads = eval::gradients(h, r.ev, ro);
     return r;
   }
@@ -439,7 +453,14 @@ class Checker {
     std::lock_guard<std::mutex> lock(originals_mutex_);
     auto& cache = originals_[eval::mpfr_bits()];
     auto it = cache.find(k);
-    if (it == cache.end()) it = cache.emplace(k, run_graph(g_, k, training())).first;
+    if (it == cache.end()) {
+      it = cache.emplace(k, run_graph(g_, k, training())).first;
+      Run& o = it->second;
+      o.magnitude = std::max(max_magnitude(o.ev.nodes), max_magnitude(o.ev.inputs));
+      if (o.grads)
+        o.magnitude = std::max({o.magnitude, max_magnitude(o.grads->params),
+                                max_magnitude(o.grads->inputs)});
+    }
     return it->second;
   }
 
@@ -557,8 +578,8 @@ class Checker {
         c.finite = false;
         return c;
       }
-      double scale = std::max({1.0, max_magnitude(o.ev.nodes), max_magnitude(r.ev.nodes),
-                               max_magnitude(o.ev.inputs)});
+      // The nodes r shares with o hold o's values, already in o.magnitude.
+      double scale = std::max({1.0, o.magnitude, unchanged ? 0.0 : max_magnitude(r.ev.nodes, &shared)});
       std::vector<std::pair<std::string, TensorDiff>> diffs;
       auto compare_quantity = [&](std::string quantity, const Tensor<Mpfr>& a,
                                   const Tensor<Mpfr>& b) {
@@ -570,8 +591,7 @@ class Checker {
         diffs.emplace_back(std::move(quantity), diff(a, b, stats));
       };
       if (training())
-        scale = std::max({scale, max_magnitude(o.grads->params), max_magnitude(r.grads->params),
-                          max_magnitude(o.grads->inputs)});
+        scale = std::max(scale, max_magnitude(r.grads->params));
       for_each_quantity(h, o, r, compare_quantity);
       const double bound = rounding_bound(h.nodes.size() > g_.nodes.size() ? h : g_, bits, scale);
       c.bound = std::max(c.bound, bound);
