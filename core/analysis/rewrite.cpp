@@ -78,11 +78,7 @@ class Rewriter {
   // `g` is read for structure (names, shapes, references), never for param values; `out`
   // is the graph rewritten (a copy of g, or g itself moved in).
   Rewriter(const Graph& g, const FoldPlan& plan, Graph out)
-      : g_(g), plan_(plan), out_(std::move(out)) {
-    for (const auto& p : g.params) names_.insert(p.name);
-    for (const auto& i : g.inputs) names_.insert(i.name);
-    for (const auto& n : g.nodes) names_.insert(n.name);
-  }
+      : g_(g), plan_(plan), out_(std::move(out)) {}
 
   Graph run() {
     swap_norms();
@@ -97,12 +93,16 @@ class Rewriter {
   const Graph& g_;
   const FoldPlan& plan_;
   Graph out_;
-  std::set<std::string> names_;
+  std::set<std::string> added_;  // the names the rewrite gave, besides g's
+
+  // Whether `name` names an input, param or node of g (finalized: its index has them all)
+  // or was given by the rewrite.
+  bool taken(const std::string& name) const { return g_.has(name) || added_.count(name); }
 
   std::string fresh(const std::string& base) {
     std::string name = base;
-    for (int k = 2; names_.count(name); ++k) name = base + "." + std::to_string(k);
-    names_.insert(name);
+    for (int k = 2; taken(name); ++k) name = base + "." + std::to_string(k);
+    added_.insert(name);
     return name;
   }
 
@@ -419,10 +419,10 @@ class Rewriter {
                                  "), which is not a linear or a matmul with a param weight");
     }
     for (const std::string& n : {moved_bias_own(name), image.name})
-      if (names_.count(n)) throw ModelError(name, "the moved bias needs the name '" + n + "', which is taken");
+      if (taken(n)) throw ModelError(name, "the moved bias needs the name '" + n + "', which is taken");
     out_.nodes[i].name = moved_bias_own(name);
-    names_.insert(out_.nodes[i].name);
-    names_.insert(image.name);
+    added_.insert(out_.nodes[i].name);
+    added_.insert(image.name);
     Node add;
     add.name = name;
     add.op = Op::add;

@@ -45,8 +45,9 @@ void check_inputs(const Graph& g, const std::vector<Tensor<T>>& inputs) {
   }
 }
 
+// Moves from `stored` where a param's effective values are its stored ones (no copy).
 template <class T>
-std::vector<Tensor<T>> effective_params(const Graph& g, const std::vector<Tensor<T>>& stored) {
+std::vector<Tensor<T>> effective_params(const Graph& g, std::vector<Tensor<T>>&& stored) {
   if (stored.size() != g.params.size())
     throw ModelError("/params", "expected " + std::to_string(g.params.size()) +
                                     " param tensors, got " + std::to_string(stored.size()));
@@ -58,10 +59,10 @@ std::vector<Tensor<T>> effective_params(const Graph& g, const std::vector<Tensor
       throw ModelError("/params/" + std::to_string(k),
                        "param '" + p.name + "': expected values of shape " +
                            to_string(p.shape) + ", got " + to_string(stored[k].shape));
-    const Tensor<T> scaled =
-        p.scale.empty() ? stored[k] : detail::scaled_along(stored[k], p.scale, p.scale_axis);
+    Tensor<T> scaled = p.scale.empty() ? std::move(stored[k])
+                                       : detail::scaled_along(stored[k], p.scale, p.scale_axis);
     if (p.center_axes.empty()) {
-      out.push_back(scaled);
+      out.push_back(std::move(scaled));
     } else {
       const Axes axes = normalize_axes(p.center_axes, static_cast<int64_t>(p.shape.size()),
                                        "/params/" + std::to_string(k) + "/center_axes");
@@ -382,23 +383,34 @@ T loss(const Graph& g, const Evaluation<T>& ev, uint64_t seed) {
   return total;
 }
 
+namespace {
+
 template <class T>
-Evaluation<T> evaluate_with_params(const Graph& g, std::vector<Tensor<T>> inputs,
-                                   const std::vector<Tensor<T>>& stored_params,
-                                   const RunOptions& opt) {
+Evaluation<T> evaluate_moving_params(const Graph& g, std::vector<Tensor<T>> inputs,
+                                     std::vector<Tensor<T>>&& stored_params,
+                                     const RunOptions& opt) {
   detail::ensure_default_precision<T>();
   LNV_INTERNAL_ASSERT(g.finalized(), "evaluate needs a finalized graph");
   check_inputs(g, inputs);
   Evaluation<T> ev;
   ev.inputs = std::move(inputs);
-  ev.params = effective_params(g, stored_params);
+  ev.params = effective_params(g, std::move(stored_params));
   Forward<T>(g, opt, ev).run();
   return ev;
 }
 
+}  // namespace
+
+template <class T>
+Evaluation<T> evaluate_with_params(const Graph& g, std::vector<Tensor<T>> inputs,
+                                   const std::vector<Tensor<T>>& stored_params,
+                                   const RunOptions& opt) {
+  return evaluate_moving_params(g, std::move(inputs), std::vector<Tensor<T>>(stored_params), opt);
+}
+
 template <class T>
 Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt) {
-  return evaluate_with_params(g, std::move(inputs), param_values<T>(g), opt);
+  return evaluate_moving_params(g, std::move(inputs), param_values<T>(g), opt);
 }
 
 template <class T>
