@@ -406,7 +406,13 @@ class Checker {
     };
     std::vector<std::thread> threads;
     const size_t extra = std::min(n, size_t(std::max(opt_.jobs, 1))) - 1;
-    for (size_t t = 0; t < extra; ++t) threads.emplace_back(work);
+    for (size_t t = 0; t < extra; ++t)
+      threads.emplace_back([&] {
+        work();
+        // MPFR keeps caches per thread (constants such as log 2, exp's tables); a thread
+        // that ends frees its own (the process's are freed at exit).
+        mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+      });
     work();
     for (std::thread& t : threads) t.join();
     for (const std::exception_ptr& e : errors)
