@@ -385,17 +385,21 @@ T loss(const Graph& g, const Evaluation<T>& ev, uint64_t seed) {
 
 namespace {
 
+// With `known`, node i's value is *known[i] where that is not null (evaluate's overload).
 template <class T>
 Evaluation<T> evaluate_moving_params(const Graph& g, std::vector<Tensor<T>> inputs,
                                      std::vector<Tensor<T>>&& stored_params,
-                                     const RunOptions& opt) {
+                                     const RunOptions& opt,
+                                     const std::vector<const Tensor<T>*>* known = nullptr) {
   detail::ensure_default_precision<T>();
   LNV_INTERNAL_ASSERT(g.finalized(), "evaluate needs a finalized graph");
+  LNV_INTERNAL_ASSERT(!known || known->size() == g.nodes.size(),
+                      "evaluate: one known value per node");
   check_inputs(g, inputs);
   Evaluation<T> ev;
   ev.inputs = std::move(inputs);
   ev.params = effective_params(g, std::move(stored_params));
-  Forward<T>(g, opt, ev).run();
+  Forward<T>(g, opt, ev, known).run();
   return ev;
 }
 
@@ -416,15 +420,7 @@ Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunO
 template <class T>
 Evaluation<T> evaluate(const Graph& g, std::vector<Tensor<T>> inputs, const RunOptions& opt,
                        const std::vector<const Tensor<T>*>& known) {
-  detail::ensure_default_precision<T>();
-  LNV_INTERNAL_ASSERT(g.finalized(), "evaluate needs a finalized graph");
-  LNV_INTERNAL_ASSERT(known.size() == g.nodes.size(), "evaluate: one known value per node");
-  check_inputs(g, inputs);
-  Evaluation<T> ev;
-  ev.inputs = std::move(inputs);
-  ev.params = effective_params(g, param_values<T>(g));
-  Forward<T>(g, opt, ev, &known).run();
-  return ev;
+  return evaluate_moving_params(g, std::move(inputs), param_values<T>(g), opt, &known);
 }
 
 #define LNV_INSTANTIATE_FORWARD(T)                                                          \
