@@ -176,6 +176,10 @@ class Graph {
   // so a moved bias does not go into them (plan_bias_moves). Set by the ONNX importer; not
   // part of model.json.
   std::vector<std::string> fused_producers;
+  // Norms the source file computes inside a fused op that the fold keeps, with the norm's
+  // bias as its own input (ONNX Runtime's EmbedLayerNormalization): their bias stays
+  // (plan_bias_moves). Set by the ONNX importer; not part of model.json.
+  std::vector<std::string> fused_norms;
 
   // Validates the graph and fills the derived fields below. Throws ModelError naming
   // the JSON path ("/nodes/3/inputs/1") or the node.

@@ -1,5 +1,6 @@
-// Moved norm biases: the reader's Gemm or MatMul adds W·beta, stored in the bias it adds
-// (or a new one) in inference, computed in the graph from beta and W in training.
+// Moved norm biases: the reader's Gemm or MatMul adds W·beta (a producer a residual add sums
+// with the norm: beta itself), stored in the bias it adds (or a new one) in inference,
+// computed in the graph from beta and W in training.
 // A part of the FoldWriter of onnx/fold_writer_internal.h.
 #include "onnx/fold_writer_internal.h"
 
@@ -34,9 +35,18 @@ int FoldWriter::reader_node(const std::string& reader) const {
   return prefix;
 }
 
-// R0(beta) of a moved bias, from the fold's values: W·beta (linear) or beta·B (matmul).
+// The norm's bias a moved bias' image reads: W·beta reads it (a linear) or its row (a
+// matmul); a residual producer's image is beta reshaped to [C] (rewrite.cpp, move_into).
+std::string FoldWriter::moved_beta(const lnv::Node& image) const {
+  if (image.op == Op::linear || image.op == Op::reshape) return image.inputs[0];
+  return f_.nodes[f_.node_index(image.inputs[0])].inputs[0];
+}
+
+// R0(beta) of a moved bias, from the fold's values: W·beta (linear), beta·B (matmul) or
+// beta (a residual producer).
 std::vector<double> FoldWriter::moved_term(const lnv::Node& image, const std::string& beta) const {
   const std::vector<double> b = fold_values(beta);
+  if (image.op == Op::reshape) return b;
   const bool linear = image.op == Op::linear;
   const std::string wname = linear ? image.weight : image.inputs[1];
   const Shape& ws = f_.params[f_.param_index(wname)].shape;
@@ -100,9 +110,7 @@ void FoldWriter::move_biases() {
   for (const std::string& reader : moved_bias_readers(f_)) {
     const lnv::Node& own = f_.nodes[f_.node_index(moved_bias_own(reader))];
     const lnv::Node& image = f_.nodes[f_.node_index(moved_bias_image(reader))];
-    const std::string beta = image.op == Op::linear
-                                 ? image.inputs[0]
-                                 : f_.nodes[f_.node_index(image.inputs[0])].inputs[0];
+    const std::string beta = moved_beta(image);
     const int i = reader_node(reader);
     if (i < 0)
       throw ModelError(source_.string(), "the fold moves the bias " + in_quotes(file_name(beta)) +
@@ -115,7 +123,8 @@ void FoldWriter::move_biases() {
     std::vector<double> v = moved_term(image, beta);
     const int64_t out = int64_t(v.size());
     const auto& n = mp_.graph().node(i);
-    // A Gemm computes alpha·A·B + beta·C, the lnv reader A·B: the term joins scaled.
+    // A Gemm computes alpha·A·B + beta·C, the lnv reader A·B: the term joins scaled. (A
+    // residual producer is a linear, alpha = beta = 1, or a MatMul.)
     const double alpha = gemm_attr(n, "alpha"), gemm_beta = gemm_attr(n, "beta");
     if (alpha != 1.0)
       for (double& x : v) x *= alpha;
@@ -203,6 +212,9 @@ void FoldWriter::move_bias_in_graph(int i, const lnv::Node& image, const std::st
     for (const auto& a : n.attribute())
       if (a.name() == "transB") out_first = a.i() != 0;
   }
+  // A residual's producer adds beta itself, after its node: an Add of beta to the bias it
+  // reads would be an op on two initializers, which the importer folds into a constant.
+  if (image.op == Op::reshape) return add_after(i, b);
   auto& at = inserted_[i];
   const std::string term = fresh(base + "/MatMul_output_0");
   at.push_back(make_node(base, "MatMul", out_first ? std::vector<std::string>{w, b}

@@ -29,7 +29,8 @@
 //   them stood, by an RMSNorm spelled as --rms-op says, reading the first node's input and
 //   writing the last node's output.
 // - each moved bias (moved_bias_readers: a folded norm whose bias its readers take): the
-//   reader's ONNX node (a Gemm or a MatMul) adds R0(beta) = W·beta: inference stores it in
+//   reader's ONNX node (a Gemm or a MatMul) adds R0(beta) = W·beta (beta itself for a
+//   producer a residual add sums with the norm): inference stores it in
 //   the bias it adds anyway (the Gemm's C, the initializer of the Add after a MatMul; in
 //   place when only that node reads it, else in a copy), or in a new bias (a Gemm's new C,
 //   an Add after a MatMul: a tied head); training computes it in the graph from the stored
@@ -221,6 +222,7 @@ class FoldWriter {
   // --- moved biases -------------------------------------------------------------------
   std::vector<double> fold_values(const std::string& name) const;
   int reader_node(const std::string& reader) const;
+  std::string moved_beta(const lnv::Node& image) const;
   std::vector<double> moved_term(const lnv::Node& image, const std::string& beta) const;
   const lnv::Node* fold_node_of(int i) const;
   void store_bias(int i, int k, const std::vector<double>& values);

@@ -104,6 +104,8 @@ class Importer {
   // EmbedLayerNormalization's mask_index, import_patterns.cpp), which an Attention's key
   // mask reads (import_contrib.cpp).
   void note_key_lengths(const std::string& v) { key_lengths_.insert(v); }
+  // A norm computed inside a fused op the fold keeps (lnv::Graph::fused_norms).
+  void note_fused_norm(const std::string& lnv_name) { g_.fused_norms.push_back(lnv_name); }
   bool key_lengths(const std::string& v) const { return key_lengths_.count(v) != 0; }
   void consume(size_t i) { consumed_.insert(i); }
   bool consumed(size_t i) const { return consumed_.count(i) != 0; }

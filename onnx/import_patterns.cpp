@@ -698,6 +698,7 @@ class Matcher {
       const std::string ln_name = ln.name;
       im.emit_final(std::move(ln), n.outputs[0]);
       im.record_norm(ln_name, {i});
+      im.note_fused_norm(ln_name);
     };
   }
 

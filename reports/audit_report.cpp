@@ -123,7 +123,10 @@ nlohmann::json audit_json(const Graph& g, const FoldPlan& plan) {
     e["terms"] = terms;
     e["term_count"] = v.term_count;
     e["opaque"] = v.opaque;
-    e["bias"] = {{"fate", bias_fate(v)}, {"readers", v.bias.readers}, {"kept", v.bias.kept}};
+    e["bias"] = {{"fate", bias_fate(v)},
+                 {"readers", v.bias.readers},
+                 {"residual_producers", v.bias.residual},
+                 {"kept", v.bias.kept}};
     lns.push_back(e);
   }
   j["layer_norms"] = lns;
@@ -177,6 +180,11 @@ std::string audit_text(const Graph& g, const FoldPlan& plan, const TextOptions& 
       << verdict(v.foldable[1], 8) << "  " << pad(bias_fate(v) == "none" ? "-" : bias_fate(v), 5)
       << "  " << centered << "\n";
     if (!v.bias.kept.empty()) s << "    bias kept: " << v.bias.kept << "\n";
+    if (!v.bias.residual.empty()) {
+      s << "    bias moves through residual adds into:";
+      for (size_t k = 0; k < v.bias.residual.size(); ++k) s << (k ? ", " : " ") << v.bias.residual[k];
+      s << "\n";
+    }
     for (int m = 0; m < 2; ++m) {
       if (v.reason[m].empty() || (m == 1 && v.reason[1] == v.reason[0])) continue;
       s << "    why not (" << mode_name(Mode(m)) << "): " << v.reason[m] << "\n";

@@ -116,6 +116,50 @@ Graph bias_readers(bool residual) {
   return b.build({"q", "k", "res"});
 }
 
+// What a residual add sums with the norm of bias_readers: the output of `o` (a linear of
+// the input z with a bias) reached through `tail`, which `res` adds to ln.
+enum class Sibling { linear, linear_read_twice, linear_without_bias, matmul_add, dropout, reads_norm };
+
+Graph residual_sibling(Sibling kind) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 8}).input("z", {3, 2, 5}).param("w", {8, 8}).param("beta", {8}).param("gamma", {8});
+  b.param("qw", {6, 8}).param("qb", {6}).param("ow", {8, 5}).param("ob", {8}).param("mw", {5, 8});
+  b.node("fc", Op::linear, {"x"}).weight = "w";
+  Node& ln = b.node("ln", Op::layer_norm, {"fc"});
+  ln.axes = {-1};
+  ln.weight = "gamma";
+  ln.bias = "beta";
+  Node& q = b.node("q", Op::linear, {"ln"});
+  q.weight = "qw";
+  q.bias = "qb";
+  std::string last;
+  std::vector<std::string> outputs{"q", "res"};
+  if (kind == Sibling::matmul_add) {
+    b.node("o", Op::matmul, {"z", "mw"});
+    b.node("o.bias", Op::add, {"o", "ob"});
+    last = "o.bias";
+  } else if (kind == Sibling::reads_norm) {
+    b.node("t0", Op::transpose, {"ln"}).perm = {1, 0, 2};
+    Node& o = b.node("o", Op::linear, {"t0"});
+    o.weight = "w";
+    o.bias = "ob";
+    last = "o";
+  } else {
+    Node& o = b.node("o", Op::linear, {"z"});
+    o.weight = "ow";
+    if (kind != Sibling::linear_without_bias) o.bias = "ob";
+    last = "o";
+    if (kind == Sibling::linear_read_twice) outputs.push_back("o");
+  }
+  if (kind == Sibling::dropout) {
+    b.node("drop", Op::dropout, {last}).p = 0.1;
+    last = "drop";
+  }
+  b.node("back", Op::transpose, {last}).perm = {1, 0, 2};
+  b.node("res", Op::add, {"ln", "back"});
+  return b.build(outputs);
+}
+
 TEST(Rewrite, MovesAFoldedNormsBiasIntoItsReaders) {
   for (Mode mode : {Mode::inference, Mode::training}) {
     const Graph g = bias_readers(false);
@@ -144,10 +188,60 @@ TEST(Rewrite, KeepsTheBiasOfANormWithAnotherReader) {
   const BiasMove& m = plan.layer_norms[0].bias;
   EXPECT_FALSE(m.moves);
   EXPECT_TRUE(m.readers.empty());
-  EXPECT_NE(m.kept.find("`res` (add) reads `ln`"), std::string::npos) << m.kept;
+  EXPECT_NE(m.kept.find("`res` (add) adds `ln` to a value that is no node's output"), std::string::npos)
+      << m.kept;
   const Graph f = apply_fold(g, plan);
   EXPECT_EQ(node(f, "ln").bias, "beta");
   EXPECT_TRUE(moved_bias_readers(f).empty());
+}
+
+// ln + back(o(z)): (ln − β) + back(o(z) + β) is the same sum, so o adds β to its own bias.
+TEST(Rewrite, MovesTheBiasThroughAResidualAddIntoTheOtherProducer) {
+  for (Sibling kind : {Sibling::linear, Sibling::matmul_add}) {
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      const Graph g = residual_sibling(kind);
+      const FoldPlan plan = detect_foldable(g, mode);
+      ASSERT_EQ(plan.layer_norms.size(), 1u);
+      ASSERT_TRUE(plan.layer_norms[0].foldable[static_cast<int>(mode)]);
+      const BiasMove& m = plan.layer_norms[0].bias;
+      ASSERT_TRUE(m.moves) << m.kept;
+      EXPECT_EQ(m.readers, std::vector<std::string>{"q"});
+      EXPECT_EQ(m.residual, std::vector<std::string>{"o"});
+      const Graph f = apply_fold(g, plan);
+      EXPECT_TRUE(node(f, "ln").bias.empty());
+      EXPECT_EQ(node(f, "o").inputs, (std::vector<std::string>{"o.own", "o.moved_bias"}));
+      EXPECT_EQ(node(f, "o.moved_bias").op, Op::reshape);
+      EXPECT_EQ(node(f, "o.moved_bias").inputs, std::vector<std::string>{"beta"});
+      EXPECT_EQ(moved_bias_readers(f), (std::vector<std::string>{"q", "o"}));
+      EXPECT_LT(output_gap(g, f, mode, 1), 1e-60) << mode_name(mode);
+      EXPECT_LT(output_gap(g, f, mode, 2), 1e-60) << mode_name(mode);
+    }
+  }
+}
+
+TEST(Rewrite, KeepsTheBiasWhereTheResidualsOtherProducerCannotTakeIt) {
+  const std::vector<std::pair<Sibling, std::string>> cases{
+      {Sibling::linear_without_bias, "`o` (linear) is not a linear or a matmul by a 2-D param that adds a bias"},
+      {Sibling::linear_read_twice, "`o` (linear) is a graph output, which would see the bias"},
+      {Sibling::reads_norm, "`o` would take the bias twice"},
+  };
+  for (const auto& [kind, why] : cases) {
+    const Graph g = residual_sibling(kind);
+    const FoldPlan plan = detect_foldable(g, Mode::inference);
+    const BiasMove& m = plan.layer_norms[0].bias;
+    EXPECT_FALSE(m.moves) << why;
+    EXPECT_TRUE(m.readers.empty() && m.residual.empty());
+    EXPECT_NE(m.kept.find(why), std::string::npos) << m.kept;
+    const Graph f = apply_fold(g, plan);
+    EXPECT_EQ(node(f, "ln").bias, "beta");
+    EXPECT_LT(output_gap(g, f, Mode::inference, 1), 1e-60);
+  }
+  // In training a dropout between o and the add would scale β with o's output.
+  const Graph g = residual_sibling(Sibling::dropout);
+  const FoldPlan plan = detect_foldable(g, Mode::training);
+  const BiasMove& m = plan.layer_norms[0].bias;
+  EXPECT_FALSE(m.moves);
+  EXPECT_NE(m.kept.find("`drop` (dropout) is not a linear"), std::string::npos) << m.kept;
 }
 
 TEST(Rewrite, TrainingKeepsStoredParamsAndMarksCbwc) {

@@ -2,10 +2,13 @@
 // norms can hand their bias to their readers. For y = RMSNorm(x)·γ + β read only by
 // producers R(y) = y·W + b (through reshapes and transposes that keep the feature axis
 // last), R(y) = R(y − β) + β·W for every reader, so the norm writes no bias and each
-// reader adds β·W, which a runtime keeps in the bias it adds anyway.
+// reader adds β·W, which a runtime keeps in the bias it adds anyway. A residual add
+// y + P(z), P(z) = z·W + b reached through reshapes and transposes nothing else reads,
+// equals (y − β) + (z·W + b + β): P adds β to its own bias and the add's value is kept.
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/analysis/fold_plan.h"
@@ -45,18 +48,27 @@ class BiasMovePlanner {
       m.kept = "its bias is a term the fold centers";
       return m;
     }
-    if (!follow(norm, int64_t(xs.size()) - 1, xs.back(), m.readers, m.kept)) {
-      m.readers.clear();
+    if (std::find(g_.fused_norms.begin(), g_.fused_norms.end(), n.name) != g_.fused_norms.end()) {
+      m.kept = "it is computed inside a fused op of the source file that the fold keeps, which adds "
+               "the bias itself";
       return m;
     }
-    for (const std::string& r : m.readers)
-      for (const std::string& name : {moved_bias_own(r), moved_bias_image(r), moved_bias_image(r) + ".row"})
-        if (g_.has(name)) {
-          m.kept = "the name " + quote(name) + " the moved bias needs is taken";
-          m.readers.clear();
-          return m;
-        }
+    if (!follow(norm, int64_t(xs.size()) - 1, xs.back(), m)) return kept(std::move(m.kept));
+    std::set<std::string_view> takers;
+    for (const std::vector<std::string>* list : {&m.readers, &m.residual})
+      for (const std::string& r : *list) {
+        if (!takers.insert(r).second)
+          return kept(quote(r) + " would take the bias twice (it reads the norm and is summed with it)");
+        for (const std::string& name : {moved_bias_own(r), moved_bias_image(r), moved_bias_image(r) + ".row"})
+          if (g_.has(name)) return kept("the name " + quote(name) + " the moved bias needs is taken");
+      }
     m.moves = true;
+    return m;
+  }
+
+  static BiasMove kept(std::string why) {
+    BiasMove m;
+    m.kept = std::move(why);
     return m;
   }
 
@@ -93,10 +105,69 @@ class BiasMovePlanner {
     return false;
   }
 
+  bool fused(const Node& n) const {
+    return std::find(g_.fused_producers.begin(), g_.fused_producers.end(), n.name) != g_.fused_producers.end();
+  }
+
+  // A matmul whose second operand is a 2-D param: a producer over its last axis.
+  bool weight_matmul(int32_t r) const {
+    const auto& ins = g_.node_inputs[r];
+    return g_.nodes[r].op == Op::matmul && ins.size() == 2 && ins[1].kind == ValueRef::Kind::param &&
+           g_.params[ins[1].index].shape.size() == 2;
+  }
+
+  // The producer whose bias carries β for a residual add's other operand `s` (the norm's
+  // feature axis at `axis` of it): a linear with a bias, or a matmul by a 2-D param whose
+  // own add of a param vector over its features alone reads it, reached through reshapes
+  // that keep the last axis' length and transposes, each node on the way (the producer
+  // too) read by nothing else and no graph output. -1 with `why` naming what is not.
+  int32_t residual_producer(int32_t s, int64_t axis, std::string& why) const {
+    for (;;) {
+      const Node& n = g_.nodes[s];
+      if (outputs_.count(s) || g_.consumers[s].size() != 1) {
+        why = described(n) + (outputs_.count(s) ? " is a graph output" : " has other readers") +
+              ", which would see the bias";
+        return -1;
+      }
+      const auto& ins = g_.node_inputs[s];
+      const int64_t last = int64_t(g_.node_shapes[s].size()) - 1;
+      int32_t p = -1;
+      if (axis == last && n.op == Op::linear && !n.bias.empty()) p = s;
+      if (axis == last && n.op == Op::add && ins.size() == 2)
+        for (size_t k = 0; k < 2 && p < 0; ++k)
+          if (ins[k].kind == ValueRef::Kind::node && weight_matmul(ins[k].index) && adds_bias(ins[k].index) &&
+              g_.node_shapes[ins[k].index] == g_.node_shapes[s])
+            p = ins[k].index;
+      if (p >= 0) {
+        if (!fused(g_.nodes[p])) return p;
+        why = described(g_.nodes[p]) + " is computed inside a fused op of the source file, which has no "
+              "Gemm or MatMul of its own to take the bias";
+        return -1;
+      }
+      const bool from_node = !ins.empty() && ins[0].kind == ValueRef::Kind::node;
+      if (from_node && n.op == Op::reshape && axis == last &&
+          g_.node_shapes[ins[0].index].back() == g_.node_shapes[s].back()) {
+        axis = int64_t(g_.node_shapes[ins[0].index].size()) - 1;
+        s = ins[0].index;
+        continue;
+      }
+      if (from_node && n.op == Op::transpose) {
+        const int64_t rank = int64_t(n.perm.size());
+        axis = (n.perm[axis] + rank) % rank;
+        s = ins[0].index;
+        continue;
+      }
+      why = described(n) + " is not a linear or a matmul by a 2-D param that adds a bias, nor a reshape "
+            "or transpose of one";
+      return -1;
+    }
+  }
+
   // Every reader of node `v` (the feature axis at `axis` of its output) takes the bias:
-  // adds the producers to `readers`; false with `why` set at the first that cannot.
-  bool follow(int32_t v, int64_t axis, int64_t features, std::vector<std::string>& readers,
-              std::string& why) const {
+  // adds the producers to m.readers (m.residual); false with m.kept set at the first that
+  // cannot.
+  bool follow(int32_t v, int64_t axis, int64_t features, BiasMove& m) const {
+    std::string& why = m.kept;
     if (outputs_.count(v)) {
       why = quote(g_.nodes[v].name) + ", which carries its bias, is a graph output";
       return false;
@@ -111,23 +182,41 @@ class BiasMovePlanner {
         if (ins[k].kind == ValueRef::Kind::node && ins[k].index == v) slots.push_back(k);
       const int64_t last = int64_t(g_.node_shapes[v].size()) - 1;
       const bool feature_last = slots == std::vector<size_t>{0} && axis == last;
-      const bool producer = feature_last && (r.op == Op::linear ||
-                                             (r.op == Op::matmul && ins[1].kind == ValueRef::Kind::param &&
-                                              g_.params[ins[1].index].shape.size() == 2));
+      const bool producer = feature_last && (r.op == Op::linear || weight_matmul(c));
       if (producer) {
-        if (std::find(g_.fused_producers.begin(), g_.fused_producers.end(), r.name) != g_.fused_producers.end()) {
+        if (fused(r)) {
           why = described(r) + " is computed inside a fused op of the source file, which has no Gemm or "
                 "MatMul of its own to take the bias";
           return false;
         }
         if (!takes_bias(c, features, why)) return false;
-        readers.push_back(r.name);
+        m.readers.push_back(r.name);
         continue;
+      }
+      if (r.op == Op::add && slots.size() == 1 && axis == last && ins.size() == 2 &&
+          g_.node_shapes[c] == g_.node_shapes[v]) {
+        // A residual add: the other operand's producer takes β, the sum is unchanged.
+        const ValueRef& other = ins[1 - slots[0]];
+        std::string not_here;
+        const int32_t p = other.kind == ValueRef::Kind::node && g_.node_shapes[other.index] == g_.node_shapes[v]
+                              ? residual_producer(other.index, last, not_here)
+                              : -1;
+        if (p >= 0) {
+          m.residual.push_back(g_.nodes[p].name);
+          continue;
+        }
+        why = described(r) + " adds " + quote(g_.nodes[v].name) + " to " +
+              (other.kind == ValueRef::Kind::node && not_here.empty() ? "a value of another shape"
+               : other.kind != ValueRef::Kind::node                   ? "a value that is no node's output"
+                                                                      : "a value where " + not_here) +
+              ": the bias moves through a residual add only into the bias of the producer of its other "
+              "operand";
+        return false;
       }
       if (r.op == Op::reshape && axis == last && !g_.node_shapes[c].empty() &&
           g_.node_shapes[c].back() == g_.node_shapes[v].back()) {
         // The last axis keeps its length: every row of features stays a row.
-        if (!follow(c, int64_t(g_.node_shapes[c].size()) - 1, features, readers, why)) return false;
+        if (!follow(c, int64_t(g_.node_shapes[c].size()) - 1, features, m)) return false;
         continue;
       }
       if (r.op == Op::transpose) {
@@ -136,22 +225,42 @@ class BiasMovePlanner {
         for (int64_t p = 0; p < rank; ++p)
           if ((r.perm[p] + rank) % rank == axis) to = p;
         if (to >= 0) {
-          if (!follow(c, to, features, readers, why)) return false;
+          if (!follow(c, to, features, m)) return false;
           continue;
         }
       }
       why = described(r) + " reads " + quote(g_.nodes[v].name) +
             ": the bias moves only into a linear or a matmul with a 2-D param weight that "
-            "contracts the feature axis";
+            "contracts the feature axis, or through a residual add";
       return false;
     }
     return true;
   }
 };
 
-}  // namespace
+// A producer takes at most one norm's bias: one summed with a norm by a residual add may
+// also read another folded norm. The later norm (in topological order) keeps its bias.
+void one_norm_per_taker(FoldPlan& plan) {
+  std::unordered_map<std::string_view, std::string_view> taken;  // producer -> norm
+  for (LnVerdict& v : plan.layer_norms) {
+    if (!v.bias.moves) continue;
+    std::string clash;
+    for (const std::vector<std::string>* list : {&v.bias.readers, &v.bias.residual})
+      for (const std::string& r : *list)
+        if (auto it = taken.find(r); clash.empty() && it != taken.end())
+          clash = "`" + r + "` takes the bias of `" + std::string(it->second) + "` already";
+    if (!clash.empty()) {
+      v.bias = {};
+      v.bias.kept = clash;
+      continue;
+    }
+    for (const std::vector<std::string>* list : {&v.bias.readers, &v.bias.residual})
+      for (const std::string& r : *list) taken.emplace(r, v.name);
+  }
+}
 
-void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>& ln_nodes) {
+// Judges each folded norm on its own (BiasMovePlanner::judge).
+void plan_each_bias_move(const Graph& g, FoldPlan& plan, const std::vector<int32_t>& ln_nodes) {
   const BiasMovePlanner planner(g, plan);
   // Without an rnn's norm (named "<rnn>.norm", a name a node may also have), each verdict
   // is its own node's and is in plan.fold exactly when foldable in the plan's mode: no
@@ -176,6 +285,13 @@ void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>&
     if (g.nodes[i].op != Op::layer_norm) continue;
     v.bias = planner.judge(i);
   }
+}
+
+}  // namespace
+
+void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>& ln_nodes) {
+  plan_each_bias_move(g, plan, ln_nodes);
+  one_norm_per_taker(plan);
 }
 
 std::string moved_bias_own(const std::string& reader) { return reader + ".own"; }

@@ -41,11 +41,15 @@ struct CenterTerm {
 
 // Where a folded norm's bias goes (docs/spec/semantics.md, "Moving the bias"). A norm whose
 // output every reader multiplies by a weight (a linear, a matmul with a 2-D param weight;
-// through reshapes and transposes that keep the feature axis last) loses its bias: each
-// reader R adds W·β, so the RMSNorm writes no bias pass.
+// through reshapes and transposes that keep the feature axis last) or adds to the output
+// of a producer that adds a bias anyway (a residual add; the producer reached through
+// reshapes and transposes nothing else reads) loses its bias: each reader R adds W·β, each
+// such producer β itself, so the RMSNorm writes no bias pass and every value downstream of
+// the residual add is unchanged.
 struct BiasMove {
   bool moves = false;
   std::vector<std::string> readers;  // moves: the producers that take W·β
+  std::vector<std::string> residual;  // moves: the producers summed with the norm that take β
   std::string kept;  // a folded norm with a bias that keeps it: why ("" otherwise)
   bool operator==(const BiasMove&) const = default;
 };
@@ -89,7 +93,8 @@ void plan_bias_moves(const Graph& g, FoldPlan& plan, const std::vector<int32_t>&
 
 // The rewrite's spelling of a moved bias: reader R becomes "<R>.own", and an add named R
 // sums it with "<R>.moved_bias", W·β computed from the reader's weight and the norm's bias
-// (a matmul reads β through "<R>.moved_bias.row", β reshaped to [1, C]).
+// (a matmul reads β through "<R>.moved_bias.row", β reshaped to [1, C]); for a residual
+// producer "<R>.moved_bias" is β itself, a reshape of it to [C].
 std::string moved_bias_own(const std::string& reader);
 std::string moved_bias_image(const std::string& reader);
 // The readers R of a folded graph that took a moved bias (the adds spelled as above).

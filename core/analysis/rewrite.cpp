@@ -19,7 +19,9 @@
 // Both: every LN named in plan.fold becomes an rms_norm with the same eps, weight, bias;
 //   then each whose bias moves (LnVerdict::bias) loses it, and each reader R becomes
 //   "<R>.own" followed by add(R.own, R.moved_bias), named R, with R.moved_bias = W·β computed
-//   in the graph from the norm's bias and the reader's weight (as centered, or `cbwc`).
+//   in the graph from the norm's bias and the reader's weight (as centered, or `cbwc`);
+//   each producer a residual add sums with the norm (BiasMove::residual) likewise, with
+//   R.moved_bias = β reshaped to [C].
 #include <algorithm>
 #include <map>
 #include <set>
@@ -387,18 +389,26 @@ class Rewriter {
                                      "', which is not a folded norm with a bias");
       const std::string beta = norm.bias;
       norm.bias.clear();
-      for (const std::string& r : v.bias.readers) move_into(node_of(r, "bias reader"), beta);
+      for (const std::string& r : v.bias.readers) move_into(node_of(r, "bias reader"), beta, false);
+      for (const std::string& r : v.bias.residual) move_into(node_of(r, "residual bias producer"), beta, true);
     }
   }
 
-  // reader(y) -> add(reader.own(y), reader.moved_bias(beta)), the add taking the reader's name.
-  void move_into(int32_t i, const std::string& beta) {
+  // reader(y) -> add(reader.own(y), reader.moved_bias(beta)), the add taking the reader's
+  // name; moved_bias is W·β for a reader, β itself (a reshape to [C]) for a producer a
+  // residual add sums with the norm.
+  void move_into(int32_t i, const std::string& beta, bool residual) {
     const Node reader = out_.nodes[i];
     const std::string name = reader.name;
     Node image;
     image.name = moved_bias_image(name);
     image.cbwc = reader.cbwc;
-    if (reader.op == Op::linear) {
+    if (residual && (reader.op == Op::linear || reader.op == Op::matmul)) {
+      image.op = Op::reshape;
+      image.inputs = {beta};
+      image.shape = {-1};
+      image.cbwc = false;
+    } else if (reader.op == Op::linear) {
       image.op = Op::linear;
       image.inputs = {beta};
       image.weight = reader.weight;

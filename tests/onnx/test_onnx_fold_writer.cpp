@@ -95,7 +95,8 @@ size_t count_op(const lnv::Graph& g, lnv::Op op) {
 }
 
 // The fold with every param and eps rounded to float32, as the writer stores them.
-// The moved biases as the writer stores them: R0(beta) = W·beta (beta·B) joins the bias
+// The moved biases as the writer stores them: R0(beta) = W·beta (beta·B; beta for a
+// residual's producer) joins the bias
 // the reader adds (b: a linear's own, or the param of the add that alone reads the reader),
 // rounded once to float. The add after the reader then adds float(b + R0) - float(b), an
 // exact double, in place of R0 ("<R>.stored", kept unrounded by as_written).
@@ -107,13 +108,21 @@ void store_moved_biases(lnv::Graph& g) {
     const lnv::Node own = g.nodes[g.node_index(lnv::moved_bias_own(r))];
     const lnv::Node image = g.nodes[g.node_index(lnv::moved_bias_image(r))];
     const bool linear = image.op == lnv::Op::linear;
+    const bool residual = image.op == lnv::Op::reshape;  // R0(beta) = beta (a residual's producer)
     const std::vector<double> beta =
-        values(linear ? image.inputs[0] : g.nodes[g.node_index(image.inputs[0])].inputs[0]);
-    const std::string wname = linear ? image.weight : image.inputs[1];
-    const lnv::Shape ws = g.params[g.param_index(wname)].shape;
-    const std::vector<double> w = values(wname);
-    const bool out_first = linear || image.transpose_b;
-    const int64_t out = out_first ? ws[0] : ws[1], in = out_first ? ws[1] : ws[0];
+        values(linear || residual ? image.inputs[0] : g.nodes[g.node_index(image.inputs[0])].inputs[0]);
+    std::vector<double> term = beta;
+    if (!residual) {
+      const std::string wname = linear ? image.weight : image.inputs[1];
+      const lnv::Shape ws = g.params[g.param_index(wname)].shape;
+      const std::vector<double> w = values(wname);
+      const bool out_first = linear || image.transpose_b;
+      const int64_t out = out_first ? ws[0] : ws[1], in = out_first ? ws[1] : ws[0];
+      term.assign(static_cast<size_t>(out), 0.0);
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i) term[o] += w[out_first ? o * in + i : i * out + o] * beta[i];
+    }
+    const int64_t out = int64_t(term.size());
     std::vector<double> b(static_cast<size_t>(out), 0.0);
     if (own.op == lnv::Op::linear && !own.bias.empty()) {
       b = values(own.bias);
@@ -125,11 +134,7 @@ void store_moved_biases(lnv::Graph& g) {
             b = lnv::effective_values(g.params[v.index]);
     }
     std::vector<double> stored(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) {
-      double v = 0;
-      for (int64_t i = 0; i < in; ++i) v += w[out_first ? o * in + i : i * out + o] * beta[i];
-      stored[o] = double(float(b[o] + v)) - double(float(b[o]));
-    }
+    for (int64_t o = 0; o < out; ++o) stored[o] = double(float(b[o] + term[o])) - double(float(b[o]));
     lnv::Param p;
     p.name = r + ".stored";
     p.shape = {out};
@@ -433,17 +438,26 @@ void expect_parameters_kept(const fs::path& src, const fs::path& out, const Fold
   }
   std::map<std::string, const ox::NodeProto*> by_name;
   std::set<std::string> computed;
+  std::map<std::string, std::string> own_of;  // y -> y' of an Add(y', beta) after a residual's producer
   for (const auto& n : b.graph().node()) {
     by_name[n.name()] = &n;
     if (n.name().find("/center/") != std::string::npos || n.name().find("/zero/") != std::string::npos ||
         n.name().find("/moved_bias/") != std::string::npos)
       computed.insert(n.output().begin(), n.output().end());
+    if (n.name().find("/moved_bias/") != std::string::npos && n.op_type() == "Add")
+      own_of[n.output(0)] = n.input(0);
   }
   size_t rewired = 0;
   for (const auto& n : a.graph().node()) {
     if (removed.count(n.name())) continue;
     ASSERT_TRUE(by_name.count(n.name())) << n.name();
     ox::NodeProto m = *by_name.at(n.name());
+    // A node whose output a moved bias' Add follows writes y' and the Add y.
+    if (n.output_size() > 0 && m.output_size() > 0 && m.output(0) != n.output(0) &&
+        own_of.count(n.output(0)) && own_of.at(n.output(0)) == m.output(0)) {
+      m.set_output(0, n.output(0));
+      ++rewired;
+    }
     for (int k = 0; k < m.input_size() && k < n.input_size(); ++k)
       if (m.input(k) != n.input(k) && computed.count(m.input(k))) {
         m.set_input(k, n.input(k));
