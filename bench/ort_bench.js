@@ -24,6 +24,9 @@
 // fold whose RMSNorm takes the residual Add inside (SkipSimplifiedLayerNormalization) is
 // compared with the original's norm plus its separate Add.
 //
+// `by_op`: per op type of the optimised graph, the median kernel µs per profiled run and
+// the node count, so a whole-model difference can be traced to its kernels.
+//
 // One JSON line per model goes to stdout. Graph optimisations are ORT's default (all).
 // onnxruntime-node is required from ${LNV_ORT_DIR:-$HOME/.cache/lnverify/onnxruntime}.
 'use strict';
@@ -195,7 +198,26 @@ function normTimes(trace, replaced, residual) {
     if (k === 0) ops[op] = (ops[op] || 0) + 1;
   }
   return { perRun: perRun.slice(1), replacedPerRun: replacedPerRun.slice(1),
-           residualPerRun: residualPerRun.slice(1), ops };
+           residualPerRun: residualPerRun.slice(1), ops, byOp: byOpType(trace, runs) };
+}
+
+// Per op type, the median over the profiled runs (warm-up dropped) of the summed kernel
+// µs of its nodes, and the node count: where a whole-model difference goes.
+function byOpType(trace, runs) {
+  const perOp = {};
+  const counts = {};
+  for (const e of trace) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const k = runs.findIndex((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
+    if (k < 1) continue;
+    const op = (e.args && e.args.op_name) || '?';
+    if (!perOp[op]) perOp[op] = runs.map(() => 0);
+    perOp[op][k] += e.dur;
+    if (k === 1) counts[op] = (counts[op] || 0) + 1;
+  }
+  const out = {};
+  for (const [op, v] of Object.entries(perOp)) out[op] = { us: summary(v.slice(1)).median, nodes: counts[op] || 0 };
+  return out;
 }
 
 async function main() {
@@ -264,6 +286,7 @@ async function main() {
       residual_us: rr, residual_ratio: rr && refResidual ? rr.median / refResidual.median : null,
       replaced_layernorms: replaced.size,
       norm_ops: norms[k] ? norms[k].ops : null,
+      by_op: norms[k] ? norms[k].byOp : null,
     }) + '\n');
   });
 }
