@@ -123,7 +123,7 @@ std::string format_model_bench(const ModelBenchResult& r) {
                 r.model.c_str(), (long long)r.tokens_per_forward, r.layer_norms, r.folded);
   os << line;
   if (r.biases_absorbed) {
-    std::snprintf(line, sizeof line, "  %zu moved biases added inside the bias of the linear that reads the norm (no add of their own)\n",
+    std::snprintf(line, sizeof line, "  %zu moved biases added inside the bias of the linear that takes them (no add of their own)\n",
                   r.biases_absorbed);
     os << line;
   }
