@@ -770,13 +770,45 @@ class Builder {
                          static_cast<uint8_t>(s.c[5] >> 2), static_cast<uint8_t>(sel ^ s.c[5])};
       v = (sel & 1) ? combine(v, c) : transport(v, c);
     }
-    const Value ln = norm(v, Choices{0, 0, static_cast<uint8_t>(s.c[5] >> 4), 0}, true);
+    // A post-norm block's norm always has a bias (the one the fold may move).
+    const bool post = (s.c[4] & 0x60) == 0x60;
+    Value ln = norm(v, Choices{0, 0, static_cast<uint8_t>((s.c[5] >> 4) | (post ? 2 : 0)), 0}, true);
+    if (post) ln = post_norm(ln, s.c[4], s.c[1]);
     // Half the blocks keep their intermediates for later steps (which then read the
     // producer's raw output, usually making the fold unsafe); the others are sealed.
     if (!(s.c[5] & 0x40)) {
       pool_.resize(pool_before);
       pool_.push_back(ln);
     }
+  }
+
+  // BERT's post-norm shape (docs/spec/semantics.md, "Moving the bias"): the norm y read by
+  // a linear with a bias, and summed by a residual add with a projection back to y's width
+  // (a linear with a bias, or without one; maybe through a transpose pair, and a dropout);
+  // returns the sum. A norm over the last axis alone, else y itself.
+  Value post_norm(const Value& y, uint8_t c, uint8_t width) {
+    if (y.feat != Axes{y.rank() - 1}) return y;
+    Node up = node(Op::linear, {y.name});
+    up.weight = param("W", {dim(width), y.shape.back()});
+    up.bias = param("b", {dim(width)});
+    const Value h = emit(std::move(up), {y.rank() - 1});
+    const Value a = emit(node(Op::gelu, {h.name}), h.feat);
+    Node down = node(Op::linear, {a.name});
+    down.weight = param("W", {y.shape.back(), h.shape.back()});
+    if (!(c & 1)) down.bias = param("b", {y.shape.back()});
+    Value z = emit(std::move(down), {y.rank() - 1});
+    if ((c & 2) && z.rank() >= 2) {
+      std::vector<int64_t> perm(z.rank());
+      for (int64_t k = 0; k < z.rank(); ++k) perm[k] = k;
+      std::swap(perm[0], perm[size_t(z.rank() - ((c & 16) ? 1 : 2))]);  // (c & 16): the features leave the last axis and come back
+      z = transpose(transpose(z, perm), perm);
+    }
+    if (c & 4) {
+      Node drop = node(Op::dropout, {z.name});
+      drop.p = 0.1;
+      z = emit(std::move(drop), z.feat);
+    }
+    return binary(Op::add, y, z.name, y.feat, c & 8);
   }
 
   // The last node, every other node nobody reads (unless `dead` leaves it a dead branch),

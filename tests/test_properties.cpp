@@ -58,6 +58,13 @@ std::set<std::string> rules_of(const Graph& g, const FoldPlan& plan) {
       rules.insert("no:" + (v.opaque ? std::string("opaque") : std::string("other")));
     }
   }
+  // Where the plan's fold puts each folded norm's bias (docs/spec/semantics.md, "Moving the
+  // bias"): the plan_exact check then proves the move.
+  for (const LnVerdict& v : plan.layer_norms) {
+    if (v.bias.moves && !v.bias.readers.empty()) rules.insert("bias: moves into readers");
+    if (v.bias.moves && !v.bias.residual.empty()) rules.insert("bias: moves through a residual add");
+    if (!v.bias.kept.empty()) rules.insert("bias: kept");
+  }
   for (const std::string& tag : gen::graph_tags(g)) rules.insert("has " + tag);
   return rules;
 }
@@ -122,6 +129,10 @@ void expect_every_rule(std::map<std::string, int> cases_with, Mode mode) {
                                "attention", "mul", "param"})
     EXPECT_GT(cases_with[std::string("yes:") + producer], 0)
         << m << ": no foldable LN via " << producer;
+  // A folded norm's bias moved into its readers, and through a residual add, each proved
+  // by plan_exact.
+  for (const char* bias : {"bias: moves into readers", "bias: moves through a residual add"})
+    EXPECT_GT(cases_with[bias], 0) << m << ": no case where the " << bias;
   int no = 0;
   for (const auto& [rule, n] : cases_with) no += rule.rfind("no:", 0) == 0 ? n : 0;
   EXPECT_GT(no, 0) << m << ": no LN judged not foldable";
