@@ -73,8 +73,7 @@ class ParsePosition {
         out += std::to_string(frames_[i].index);
         continue;
       }
-      for (char c : printable(frames_[i].key))
-        out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+      out += pointer_token(printable(frames_[i].key));
     }
     if (frames_.size() > shown) out += "/...";
     return out.empty() ? "/" : out;
@@ -176,6 +175,17 @@ std::string excerpt(const json& j) {
   size_t cut = kShown - 3;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
   return s.substr(0, cut) + "...";
+}
+
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
 }
 
 std::string printable(std::string_view text) {

@@ -45,6 +45,9 @@ std::string excerpt(const nlohmann::json& j);
 // error quoting a user's string stays on one line and is not cut short at a NUL.
 std::string printable(std::string_view text);
 
+// An object key as one JSON pointer reference token (RFC 6901: "~" as "~0", "/" as "~1").
+std::string pointer_token(std::string_view key);
+
 // Throws ModelError(path, ...) when `path` cannot name a file here because it is too
 // long: its last component longer than the directory's file system allows (NAME_MAX), or
 // the whole path longer than PATH_MAX. The message gives both lengths.

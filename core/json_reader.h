@@ -21,13 +21,7 @@ using nlohmann::json;
 
 // A JSON pointer one level down (RFC 6901 escaping).
 inline std::string child(const std::string& path, const std::string& key) {
-  std::string out = path + "/";
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
+  return path + "/" + pointer_token(key);
 }
 inline std::string child(const std::string& path, size_t index) {
   return path + "/" + std::to_string(index);

@@ -505,6 +505,14 @@ TEST_F(ModelJson, DuplicateKeysAndOverflowAreInvalidJson) {
   } catch (const ModelError& e) {
     EXPECT_ERROR(e.what(), "dup.json", "'format' appears twice");
   }
+  // The pointer escapes a key's "/" and "~" (RFC 6901).
+  write_text(dir_ / "dup2.json", R"({"format": "lnverify.model", "meta": {"x/y~z": {"a": 1, "a": 2}}})");
+  try {
+    load_model((dir_ / "dup2.json").string());
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_ERROR(e.what(), "dup2.json", "'a' appears twice", "(at /meta/x~1y~0z/a)");
+  }
   write_text(dir_ / "big.json", R"({"format": "lnverify.model", "version": 1e999})");
   try {
     load_model((dir_ / "big.json").string());
@@ -547,6 +555,8 @@ TEST(ModelJsonErrors, UnknownFields) {
   EXPECT_ERROR(error_after([](json& j) { j["extra"] = 1; }), "/extra: unknown field 'extra'");
   EXPECT_ERROR(error_after([](json& j) { j["inputs"][0]["scale"] = 1; }), "/inputs/0/scale",
                "unknown field");
+  EXPECT_ERROR(error_after([](json& j) { j["inputs"][0]["a/b~"] = 1; }), "/inputs/0/a~1b~0:",
+               "unknown field 'a/b~'");
   EXPECT_ERROR(error_after([](json& j) { j["params"][1]["init"]["low"] = 0; }),
                "/params/1/init/low", "unknown field");
   EXPECT_ERROR(error_after([](json& j) { j["nodes"][0]["axes"] = {-1}; }), "/nodes/0/axes",
