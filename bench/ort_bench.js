@@ -177,14 +177,20 @@ function normTimes(trace, replaced, residual) {
   // The Adds feeding replaced norms.
   const feeding = new Set();
   for (const [norm, add] of residual) if (replaced.has(norm) || norm.includes('/RMS/')) feeding.add(add);
+  // Per op type, µs per run and the node count (`by_op`): where a whole-model difference goes.
+  const perOp = {}, counts = {};
   for (const e of trace) {
     if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
     const node = e.name.slice(0, -'_kernel_time'.length);
     const op = (e.args && e.args.op_name) || '';
-    const norm = isNormNode(node, op);
-    if (!norm && !feeding.has(node)) continue;
     const k = runs.findIndex((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
     if (k < 0) continue;
+    const type = op || '?';
+    if (!perOp[type]) perOp[type] = runs.map(() => 0);
+    perOp[type][k] += e.dur;
+    if (k === 1) counts[type] = (counts[type] || 0) + 1;
+    const norm = isNormNode(node, op);
+    if (!norm && !feeding.has(node)) continue;
     if (feeding.has(node)) {
       residualPerRun[k] += e.dur;
       if (k === 0) ops['Add (residual)'] = (ops['Add (residual)'] || 0) + 1;
@@ -197,27 +203,11 @@ function normTimes(trace, replaced, residual) {
     }
     if (k === 0) ops[op] = (ops[op] || 0) + 1;
   }
+  // by_op: the median over the profiled runs (warm-up dropped).
+  const byOp = {};
+  for (const [op, v] of Object.entries(perOp)) byOp[op] = { us: summary(v.slice(1)).median, nodes: counts[op] || 0 };
   return { perRun: perRun.slice(1), replacedPerRun: replacedPerRun.slice(1),
-           residualPerRun: residualPerRun.slice(1), ops, byOp: byOpType(trace, runs) };
-}
-
-// Per op type, the median over the profiled runs (warm-up dropped) of the summed kernel
-// µs of its nodes, and the node count: where a whole-model difference goes.
-function byOpType(trace, runs) {
-  const perOp = {};
-  const counts = {};
-  for (const e of trace) {
-    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
-    const k = runs.findIndex((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
-    if (k < 1) continue;
-    const op = (e.args && e.args.op_name) || '?';
-    if (!perOp[op]) perOp[op] = runs.map(() => 0);
-    perOp[op][k] += e.dur;
-    if (k === 1) counts[op] = (counts[op] || 0) + 1;
-  }
-  const out = {};
-  for (const [op, v] of Object.entries(perOp)) out[op] = { us: summary(v.slice(1)).median, nodes: counts[op] || 0 };
-  return out;
+           residualPerRun: residualPerRun.slice(1), ops, byOp };
 }
 
 async function main() {

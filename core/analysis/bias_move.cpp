@@ -197,18 +197,18 @@ class BiasMovePlanner {
           g_.node_shapes[c] == g_.node_shapes[v]) {
         // A residual add: the other operand's producer takes β, the sum is unchanged.
         const ValueRef& other = ins[1 - slots[0]];
-        std::string not_here;
-        const int32_t p = other.kind == ValueRef::Kind::node && g_.node_shapes[other.index] == g_.node_shapes[v]
-                              ? residual_producer(other.index, last, not_here)
-                              : -1;
-        if (p >= 0) {
+        std::string found;  // what the other operand is, where no producer takes β
+        if (other.kind != ValueRef::Kind::node) {
+          found = "a value that is no node's output";
+        } else if (g_.node_shapes[other.index] != g_.node_shapes[v]) {
+          found = "a value of another shape";
+        } else if (const int32_t p = residual_producer(other.index, last, found); p >= 0) {
           m.residual.push_back(g_.nodes[p].name);
           continue;
+        } else {
+          found = "a value where " + found;
         }
-        why = described(r) + " adds " + quote(g_.nodes[v].name) + " to " +
-              (other.kind == ValueRef::Kind::node && not_here.empty() ? "a value of another shape"
-               : other.kind != ValueRef::Kind::node                   ? "a value that is no node's output"
-                                                                      : "a value where " + not_here) +
+        why = described(r) + " adds " + quote(g_.nodes[v].name) + " to " + found +
               ": the bias moves through a residual add only into the bias of the producer of its other "
               "operand";
         return false;

@@ -402,13 +402,12 @@ class Rewriter {
     const std::string name = reader.name;
     Node image;
     image.name = moved_bias_image(name);
-    image.cbwc = reader.cbwc;
     if (residual && (reader.op == Op::linear || reader.op == Op::matmul)) {
       image.op = Op::reshape;
       image.inputs = {beta};
       image.shape = {-1};
-      image.cbwc = false;
     } else if (reader.op == Op::linear) {
+      image.cbwc = reader.cbwc;
       image.op = Op::linear;
       image.inputs = {beta};
       image.weight = reader.weight;
@@ -423,6 +422,7 @@ class Rewriter {
       image.op = Op::matmul;
       image.inputs = {row.name, reader.inputs[1]};
       image.transpose_b = reader.transpose_b;
+      image.cbwc = reader.cbwc;
     } else {
       throw ModelError(name, "the fold plan moves a bias into '" + name + "' (" +
                                  std::string(op_name(reader.op)) +
