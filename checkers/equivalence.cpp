@@ -206,22 +206,6 @@ bool same_param(const Param& x, const Param& y) {
          x.scale_param == y.scale_param;
 }
 
-// Whether a and b hold the same model for the evaluators: the same inputs, params, nodes
-// as the model file writes them, in the same order, and outputs. Then evaluating either
-// on the same inputs and run seed gives the same values, element by element.
-bool same_model(const Graph& a, const Graph& b) {
-  if (a.seed != b.seed || a.outputs != b.outputs || a.inputs.size() != b.inputs.size() ||
-      a.params.size() != b.params.size() || a.nodes.size() != b.nodes.size())
-    return false;
-  for (size_t i = 0; i < a.inputs.size(); ++i)
-    if (!same_input(a.inputs[i], b.inputs[i])) return false;
-  for (size_t i = 0; i < a.params.size(); ++i)
-    if (!same_param(a.params[i], b.params[i])) return false;
-  for (size_t i = 0; i < a.nodes.size(); ++i)
-    if (!same_node(a.nodes[i], b.nodes[i])) return false;
-  return true;
-}
-
 // For each node of h, the index of the node of g that has its value on every trial, or
 // -1: a node of the same name, written the same, whose every input and param is g's (the
 // same input, a param with the same effective values, or such a node). Evaluations of h
@@ -250,6 +234,23 @@ std::vector<int32_t> shared_nodes(const Graph& h, const Graph& g) {
     if (same) shared[i] = j;
   }
   return shared;
+}
+
+// Whether h holds g's model for the evaluators, given shared = shared_nodes(h, g): the
+// same inputs, params and outputs, and every node of h, in g's order, is g's node there
+// written the same (which shared_nodes has compared). Then evaluating either on the same
+// inputs and run seed gives the same values, element by element.
+bool same_model(const Graph& h, const Graph& g, const std::vector<int32_t>& shared) {
+  if (h.seed != g.seed || h.outputs != g.outputs || h.inputs.size() != g.inputs.size() ||
+      h.params.size() != g.params.size() || h.nodes.size() != g.nodes.size())
+    return false;
+  for (size_t i = 0; i < h.inputs.size(); ++i)
+    if (!same_input(h.inputs[i], g.inputs[i])) return false;
+  for (size_t i = 0; i < h.params.size(); ++i)
+    if (!same_param(h.params[i], g.params[i])) return false;
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (shared[i] != int32_t(i)) return false;
+  return true;
 }
 
 // The values of `from`'s nodes that an evaluation of h can take (shared_nodes), per node
@@ -573,8 +574,8 @@ class Checker {
                      bool collect_stats = false) {
     const unsigned bits = eval::mpfr_bits();
     // A rewrite that changed nothing (an empty plan) evaluates to the original's values.
-    const bool unchanged = same_model(h, g_);
-    const std::vector<int32_t> shared = unchanged ? std::vector<int32_t>{} : shared_nodes(h, g_);
+    const std::vector<int32_t> shared = shared_nodes(h, g_);
+    const bool unchanged = same_model(h, g_, shared);
     Comparison c;
     for (int k = 0; k < (trials > 0 ? trials : opt_.trials); ++k) {
       const Run& o = original(k);
