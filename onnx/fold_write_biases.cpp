@@ -205,6 +205,9 @@ void FoldWriter::move_bias_in_graph(int i, const lnv::Node& image, const std::st
   if (gemm_attr(n, "alpha") != 1.0)
     throw ModelError(source_.string(), "--mode training: the fold moves the bias " + in_quotes(b) +
                                            " into " + node_label(i) + ", whose alpha is not 1");
+  // A residual's producer adds beta itself, after its node: an Add of beta to the bias it
+  // reads would be an op on two initializers, which the importer folds into a constant.
+  if (image.op == Op::reshape) return add_after(i, b);
   const std::string w = n.input(1);
   bool out_first = image.transpose_b;
   if (n.op_type() == "Gemm") {
@@ -212,9 +215,6 @@ void FoldWriter::move_bias_in_graph(int i, const lnv::Node& image, const std::st
     for (const auto& a : n.attribute())
       if (a.name() == "transB") out_first = a.i() != 0;
   }
-  // A residual's producer adds beta itself, after its node: an Add of beta to the bias it
-  // reads would be an op on two initializers, which the importer folds into a constant.
-  if (image.op == Op::reshape) return add_after(i, b);
   auto& at = inserted_[i];
   const std::string term = fresh(base + "/MatMul_output_0");
   at.push_back(make_node(base, "MatMul", out_first ? std::vector<std::string>{w, b}
